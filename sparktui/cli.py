@@ -1,0 +1,131 @@
+"""Command line.  Parsing lives here and stays cheap; each subcommand's work is in
+``sparktui/commands/<name>.py`` (``run(args) -> int``), imported only when chosen, so
+``sparktui --help`` never imports Textual, asyncssh or docker.
+
+Exit codes: 0 ok, 1 problem found / failure, 2 usage or config error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+THEMES = ("sparktui-dark", "sparktui-light", "sparktui-256", "sparktui-contrast")
+SCENARIOS = ("healthy", "nccl-hang", "oom", "unsupported-arch")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="PATH", help="cluster config (default: $SPARKTUI_CONFIG or ~/.config/sparktui/cluster.toml)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="sparktui",
+        description="Watch, launch and debug a vLLM cluster across DGX Spark nodes. "
+        "With no subcommand, opens the TUI on the configured cluster.",
+    )
+    _common(p)
+    p.add_argument("--read-only", action="store_true", help="hide and refuse every mutating action (observer mode)")
+    p.add_argument("--no-mouse", action="store_true", help="do not capture the mouse (keeps tmux copy-mode simple)")
+    p.add_argument("--theme", choices=THEMES, default=None, help="colour theme")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    d = sub.add_parser("demo", help="the TUI on the embedded simulated two-node cluster (no hardware needed)")
+    d.add_argument("--scenario", choices=SCENARIOS, default="healthy", help="what happens in the demo")
+    d.add_argument("--speed", type=float, default=1.0, help="simulation speed factor (default 1.0)")
+    d.add_argument("--read-only", action="store_true", dest="sub_read_only", help=argparse.SUPPRESS)
+    d.add_argument("--no-mouse", action="store_true", dest="sub_no_mouse", help=argparse.SUPPRESS)
+    d.add_argument("--theme", choices=THEMES, default=None, dest="sub_theme", help=argparse.SUPPRESS)
+
+    s = sub.add_parser("status", help="one snapshot of every node: reachability, containers, memory, GPU")
+    _common(s)
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--timeout", type=float, default=10.0, help="seconds per node (default 10)")
+
+    dr = sub.add_parser("doctor", help="preflight checks on every node")
+    _common(dr)
+    dr.add_argument("--json", action="store_true")
+
+    dg = sub.add_parser("diagnose", help="offline analysis of log files ('-' = stdin, .gz ok)")
+    dg.add_argument("files", nargs="+", metavar="FILE")
+    dg.add_argument("--json", action="store_true")
+
+    inv = sub.add_parser("investigate", help="live NCCL hang investigation (or --offline DIR)")
+    _common(inv)
+    inv.add_argument("--json", action="store_true")
+    inv.add_argument("--bundle", metavar="DIR", help="save the evidence bundle here")
+    inv.add_argument("--offline", metavar="DIR", help="analyse a saved bundle / capture folder instead")
+    inv.add_argument("--interval", type=float, default=None, help="seconds between the two RAS/py-spy rounds")
+
+    for name, helptext in (
+        ("validate", "single-node validation of the image + model"),
+        ("build-image", "build the hybrid (registry-patched) image on the head node"),
+        ("push-image", "copy the image node-to-node and verify identical IDs"),
+        ("launch", "launch the multi-node cluster"),
+        ("stop", "stop the cluster's containers on every node"),
+    ):
+        a = sub.add_parser(name, help=helptext)
+        _common(a)
+        a.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+        a.add_argument("--json", action="store_true")
+        if name == "validate":
+            a.add_argument("--node", help="node to validate on (default: the head)")
+            a.add_argument("--image", help="image to validate (default: cluster.hybrid_image or cluster.image)")
+            a.add_argument("--timeout", type=float, default=600.0)
+        if name == "build-image":
+            a.add_argument("--base", help="base image (default: cluster.base_image or cluster.image)")
+            a.add_argument("--tag", help="tag of the result (default: cluster.hybrid_image)")
+            a.add_argument("--node", help="node to build on (default: the head)")
+        if name == "push-image":
+            a.add_argument("--image", help="image to push (default: cluster.hybrid_image or cluster.image)")
+            a.add_argument("--from", dest="source", help="source node (default: the head)")
+            a.add_argument("--to", dest="targets", action="append", help="target node (repeatable; default: all others)")
+
+    pr = sub.add_parser("prompt", help="send a test prompt through the OpenAI-compatible API")
+    _common(pr)
+    pr.add_argument("text")
+    pr.add_argument("--json", action="store_true")
+    pr.add_argument("--no-think", action="store_true")
+    lt = sub.add_parser("load-test", help="a short concurrent load test through the API")
+    _common(lt)
+    lt.add_argument("--json", action="store_true")
+
+    rp = sub.add_parser("report", help="Markdown incident report of a session (default: the latest)")
+    rp.add_argument("session", nargs="?")
+    rl = sub.add_parser("replay", help="replay a recorded session in the TUI")
+    rl.add_argument("session")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # global flags may also be given after `demo`
+    for flag in ("read_only", "no_mouse", "theme"):
+        sub_val = getattr(args, f"sub_{flag}", None)
+        if sub_val:
+            setattr(args, flag, sub_val)
+    command = args.command or "tui"
+    module_name = "sparktui.commands." + command.replace("-", "_")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            print(f"sparktui: '{command}' is not available in this build", file=sys.stderr)
+            return 2
+        raise
+    from .config import ConfigError
+
+    try:
+        return int(module.run(args) or 0)
+    except ConfigError as exc:
+        print(f"sparktui: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("sparktui: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per subcommand: ``run(args) -> int``.  Imported lazily by cli.main."""

@@ -1,0 +1,347 @@
+"""Cluster configuration: TOML in, validated frozen dataclasses out.
+
+Every error is a ``ConfigError`` whose ``str()`` is one line naming the file, the key (and line
+where it can be found) and a hint; the CLI prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BACKENDS = ("ssh", "local", "sim")
+ROLES = ("head", "worker")
+_HOST_RE = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+class ConfigError(Exception):
+    def __init__(self, path: str | os.PathLike | None, message: str, *, key: str | None = None,
+                 line: int | None = None, hint: str | None = None) -> None:
+        self.path = str(path) if path is not None else "<config>"
+        self.key = key
+        self.line = line
+        self.message = message
+        self.hint = hint
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = self.path
+        if self.line:
+            where += f":{self.line}"
+        parts = [f"{where}: "]
+        if self.key:
+            parts.append(f"{self.key}: ")
+        parts.append(self.message)
+        if self.hint:
+            parts.append(f" (hint: {self.hint})")
+        return "".join(parts)
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    name: str
+    backend: str = "ssh"
+    host: str = ""  # SSH target: address or ~/.ssh/config alias
+    user: str | None = None
+    port: int | None = None
+    identity_file: str | None = None
+    known_hosts: str | None = None  # None: asyncssh's default (~/.ssh/known_hosts)
+    ssh_config: str | None = None
+    docker_socket: str = "/var/run/docker.sock"
+    fabric_ip: str | None = None  # the node's RoCE/CX-7 address (VLLM_HOST_IP)
+    fabric_if: str | None = None  # e.g. enp1s0f1np1
+    ib_hcas: tuple[str, ...] = ()  # e.g. rocep1s0f1, roceP2p1s0f1
+    role: str = "worker"
+    model_path: str | None = None  # overrides cluster.model_path on this node
+    gpu_count: int = 1
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    name: str = "vllm_node"  # container name used by the launcher
+    image: str = "vllm-node"
+    model_path: str = ""  # host path on every node
+    model_mount: str = ""  # where it appears inside the container
+    mount_readonly: bool = True
+    served_model: str = ""  # the path/name given to `vllm serve`
+    tensor_parallel: int = 2
+    serve_port: int = 8000
+    serve_host: str = "0.0.0.0"
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None
+    serve_args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    launcher_dir: str | None = None  # spark-vllm-docker checkout on the head node
+    nccl_debug: str | None = None
+    add_architectures: tuple[tuple[str, str, str], ...] = ()  # (arch, module, class)
+    base_image: str | None = None  # for build-image
+    hybrid_image: str | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    path: str
+    cluster: ClusterConfig
+    nodes: tuple[NodeConfig, ...]
+    api_key_env: str = "OPENAI_API_KEY"
+    session_dir: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def node(self, name: str) -> NodeConfig:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    @property
+    def head(self) -> NodeConfig:
+        for n in self.nodes:
+            if n.role == "head":
+                return n
+        return self.nodes[0]
+
+
+_CLUSTER_KEYS = {f for f in ClusterConfig.__dataclass_fields__}
+_NODE_KEYS = {f for f in NodeConfig.__dataclass_fields__}
+_TOP_KEYS = {"cluster", "node", "nodes", "api_key_env", "session_dir"}
+
+
+def _line_of(text: str, key: str, start_after: int = 0) -> int | None:
+    pat = re.compile(rf"^\s*{re.escape(key)}\s*=", re.M)
+    m = pat.search(text, start_after)
+    if m is None:
+        pat = re.compile(rf"^\s*\[+\s*{re.escape(key)}\s*\]+", re.M)
+        m = pat.search(text, start_after)
+    return text.count("\n", 0, m.start()) + 1 if m else None
+
+
+def _expect(path: str, text: str, key: str, value: Any, typ: type | tuple[type, ...], what: str) -> Any:
+    if isinstance(value, bool) and typ in (int, float, (int, float)):
+        raise ConfigError(path, f"expected {what}, got a boolean", key=key, line=_line_of(text, key.split(".")[-1]))
+    if not isinstance(value, typ):
+        raise ConfigError(path, f"expected {what}, got {type(value).__name__} {value!r}", key=key,
+                          line=_line_of(text, key.split(".")[-1]))
+    return value
+
+
+def _check_ip(path: str, text: str, key: str, value: str) -> str:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        raise ConfigError(path, f"{value!r} is not an IP address", key=key,
+                          line=_line_of(text, key.split(".")[-1]), hint="write it like 192.168.200.12") from None
+    return value
+
+
+def _check_host(path: str, text: str, key: str, value: str) -> str:
+    try:
+        ipaddress.ip_address(value)
+        return value
+    except ValueError:
+        pass
+    # a dotted-quad that failed above is a bad IPv4, not a host name
+    if re.fullmatch(r"[0-9.]+", value) or not _HOST_RE.match(value):
+        raise ConfigError(path, f"{value!r} is not a valid host name or address", key=key,
+                          line=_line_of(text, key.split(".")[-1]),
+                          hint="an IP, a DNS name, or a Host alias from ~/.ssh/config")
+    return value
+
+
+def _str_list(path: str, text: str, key: str, value: Any) -> tuple[str, ...]:
+    _expect(path, text, key, value, list, "a list of strings")
+    for v in value:
+        if not isinstance(v, str):
+            raise ConfigError(path, f"expected a list of strings, found {v!r}", key=key,
+                              line=_line_of(text, key.split(".")[-1]))
+    return tuple(value)
+
+
+def _parse_node(path: str, text: str, idx: int, raw: Any) -> NodeConfig:
+    prefix = f"node[{idx}]"
+    if not isinstance(raw, dict):
+        raise ConfigError(path, "each [[node]] must be a table", key=prefix)
+    unknown = sorted(set(raw) - _NODE_KEYS)
+    if unknown:
+        k = unknown[0]
+        raise ConfigError(path, f"unknown key {k!r}", key=f"{prefix}.{k}", line=_line_of(text, k),
+                          hint="known keys: " + ", ".join(sorted(_NODE_KEYS)))
+    if "name" not in raw:
+        raise ConfigError(path, "missing required key 'name'", key=prefix, hint='add name = "spark1"')
+    name = _expect(path, text, f"{prefix}.name", raw["name"], str, "a string")
+    if not _NAME_RE.match(name):
+        raise ConfigError(path, f"node name {name!r} must be letters, digits, '.', '_' or '-'",
+                          key=f"{prefix}.name", line=_line_of(text, "name"))
+    kw: dict[str, Any] = {"name": name}
+    backend = raw.get("backend", "ssh")
+    _expect(path, text, f"{prefix}.backend", backend, str, "a string")
+    if backend not in BACKENDS:
+        raise ConfigError(path, f"unknown backend {backend!r}", key=f"{prefix}.backend",
+                          line=_line_of(text, "backend"), hint="one of " + ", ".join(BACKENDS))
+    kw["backend"] = backend
+    for key in ("user", "identity_file", "known_hosts", "ssh_config", "docker_socket", "fabric_if", "model_path"):
+        if key in raw:
+            kw[key] = _expect(path, text, f"{prefix}.{key}", raw[key], str, "a string")
+    if "host" in raw:
+        kw["host"] = _check_host(path, text, f"{prefix}.host", _expect(path, text, f"{prefix}.host", raw["host"], str, "a string"))
+    elif backend == "ssh":
+        raise ConfigError(path, "an ssh node needs 'host'", key=f"{prefix}.host",
+                          hint='host = "10.1.230.180" or a Host alias from ~/.ssh/config')
+    if "port" in raw:
+        port = _expect(path, text, f"{prefix}.port", raw["port"], int, "an integer port")
+        if not 0 < port < 65536:
+            raise ConfigError(path, f"port {port} out of range", key=f"{prefix}.port", line=_line_of(text, "port"))
+        kw["port"] = port
+    if "fabric_ip" in raw:
+        kw["fabric_ip"] = _check_ip(path, text, f"{prefix}.fabric_ip",
+                                    _expect(path, text, f"{prefix}.fabric_ip", raw["fabric_ip"], str, "a string"))
+    if "ib_hcas" in raw:
+        kw["ib_hcas"] = _str_list(path, text, f"{prefix}.ib_hcas", raw["ib_hcas"])
+    if "role" in raw:
+        role = _expect(path, text, f"{prefix}.role", raw["role"], str, "a string")
+        if role not in ROLES:
+            raise ConfigError(path, f"unknown role {role!r}", key=f"{prefix}.role", line=_line_of(text, "role"),
+                              hint="head or worker")
+        kw["role"] = role
+    if "gpu_count" in raw:
+        kw["gpu_count"] = _expect(path, text, f"{prefix}.gpu_count", raw["gpu_count"], int, "an integer")
+    if kw.get("identity_file"):
+        p = Path(os.path.expanduser(kw["identity_file"]))
+        if not p.is_file() or not os.access(p, os.R_OK):
+            raise ConfigError(path, f"key file {str(p)!r} is missing or unreadable", key=f"{prefix}.identity_file",
+                              line=_line_of(text, "identity_file"), hint="check the path and its permissions")
+    return NodeConfig(**kw)
+
+
+def _parse_cluster(path: str, text: str, raw: Any) -> ClusterConfig:
+    if not isinstance(raw, dict):
+        raise ConfigError(path, "[cluster] must be a table", key="cluster")
+    unknown = sorted(set(raw) - _CLUSTER_KEYS)
+    if unknown:
+        k = unknown[0]
+        raise ConfigError(path, f"unknown key {k!r}", key=f"cluster.{k}", line=_line_of(text, k),
+                          hint="known keys: " + ", ".join(sorted(_CLUSTER_KEYS)))
+    kw: dict[str, Any] = {}
+    for key in ("name", "image", "model_path", "model_mount", "served_model", "serve_host", "launcher_dir",
+                "nccl_debug", "base_image", "hybrid_image"):
+        if key in raw:
+            kw[key] = _expect(path, text, f"cluster.{key}", raw[key], str, "a string")
+    for key in ("tensor_parallel", "serve_port", "max_model_len"):
+        if key in raw:
+            kw[key] = _expect(path, text, f"cluster.{key}", raw[key], int, "an integer")
+    if "serve_port" in kw and not 0 < kw["serve_port"] < 65536:
+        raise ConfigError(path, f"port {kw['serve_port']} out of range", key="cluster.serve_port",
+                          line=_line_of(text, "serve_port"))
+    if "tensor_parallel" in kw and kw["tensor_parallel"] < 1:
+        raise ConfigError(path, "must be >= 1", key="cluster.tensor_parallel", line=_line_of(text, "tensor_parallel"))
+    if "mount_readonly" in raw:
+        kw["mount_readonly"] = _expect(path, text, "cluster.mount_readonly", raw["mount_readonly"], bool, "true or false")
+    if "gpu_memory_utilization" in raw:
+        v = _expect(path, text, "cluster.gpu_memory_utilization", raw["gpu_memory_utilization"], (int, float), "a number")
+        if not 0 < v <= 1:
+            raise ConfigError(path, f"{v} is not in (0, 1]", key="cluster.gpu_memory_utilization",
+                              line=_line_of(text, "gpu_memory_utilization"), hint="vLLM takes a fraction, e.g. 0.90")
+        kw["gpu_memory_utilization"] = float(v)
+    if "serve_args" in raw:
+        kw["serve_args"] = _str_list(path, text, "cluster.serve_args", raw["serve_args"])
+    if "env" in raw:
+        env = _expect(path, text, "cluster.env", raw["env"], dict, "a table of NAME = \"value\"")
+        for k, v in env.items():
+            if not isinstance(v, str):
+                raise ConfigError(path, f"env {k} must be a string", key=f"cluster.env.{k}", line=_line_of(text, k))
+        kw["env"] = tuple(env.items())
+    if "add_architectures" in raw:
+        arches = _expect(path, text, "cluster.add_architectures", raw["add_architectures"], dict,
+                         'a table of Arch = ["module", "Class"]')
+        out = []
+        for arch, val in arches.items():
+            if not (isinstance(val, list) and len(val) == 2 and all(isinstance(x, str) for x in val)):
+                raise ConfigError(path, f"{arch} must be [\"module\", \"Class\"]",
+                                  key=f"cluster.add_architectures.{arch}", line=_line_of(text, arch))
+            out.append((arch, val[0], val[1]))
+        kw["add_architectures"] = tuple(out)
+    return ClusterConfig(**kw)
+
+
+def parse_config(text: str, path: str = "<config>") -> Config:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        raise ConfigError(path, f"not valid TOML: {exc}", line=int(m.group(1)) if m else None,
+                          hint="check quotes and brackets") from None
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        k = unknown[0]
+        raise ConfigError(path, f"unknown key {k!r}", key=k, line=_line_of(text, k),
+                          hint="top level holds [cluster] and [[node]] tables")
+    cluster = _parse_cluster(path, text, data.get("cluster", {}))
+    raw_nodes = data.get("node", data.get("nodes", []))
+    if not isinstance(raw_nodes, list) or not raw_nodes:
+        raise ConfigError(path, "no nodes configured", key="node", hint="add one [[node]] table per machine")
+    nodes = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(raw_nodes):
+        n = _parse_node(path, text, i, raw)
+        if n.name in seen:
+            # find the second occurrence's line
+            first = _line_of(text, "name")
+            second = _line_of(text, "name", (text.find("\n", text.find(f'"{n.name}"')) + 1) or 0)
+            raise ConfigError(path, f"duplicate node name {n.name!r}", key=f"node[{i}].name",
+                              line=second or first, hint="node names must be unique")
+        seen[n.name] = i
+        nodes.append(n)
+    if not any(n.role == "head" for n in nodes):
+        nodes[0] = NodeConfig(**{**nodes[0].__dict__, "role": "head"})
+    kw: dict[str, Any] = {}
+    if "api_key_env" in data:
+        kw["api_key_env"] = _expect(path, text, "api_key_env", data["api_key_env"], str, "a string")
+    if "session_dir" in data:
+        kw["session_dir"] = _expect(path, text, "session_dir", data["session_dir"], str, "a string")
+    return Config(path=path, cluster=cluster, nodes=tuple(nodes), **kw)
+
+
+def default_config_path() -> Path:
+    env = os.environ.get("SPARKTUI_CONFIG")
+    if env:
+        return Path(env)
+    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return base / "sparktui" / "cluster.toml"
+
+
+def load_config(path: str | os.PathLike | None = None) -> Config:
+    p = Path(path) if path else default_config_path()
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(p, "file not found", hint="copy cluster.example.toml there, or pass --config PATH") from None
+    except IsADirectoryError:
+        raise ConfigError(p, "is a directory, not a file", hint="pass the path of a .toml file") from None
+    except PermissionError:
+        raise ConfigError(p, "permission denied", hint="check the file's permissions") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(p, f"not UTF-8 text ({exc.reason} at byte {exc.start})", hint="save it as UTF-8") from None
+    return parse_config(text, str(p))
+
+
+def demo_config() -> Config:
+    """The embedded two-node demo cluster (the story's shape, sim backend)."""
+    nodes = (
+        NodeConfig(name="spark1", backend="sim", host="spark1", fabric_ip="192.168.200.12",
+                   fabric_if="enp1s0f1np1", ib_hcas=("rocep1s0f1", "roceP2p1s0f1"), role="head"),
+        NodeConfig(name="spark2", backend="sim", host="spark2", fabric_ip="192.168.200.13",
+                   fabric_if="enp1s0f1np1", ib_hcas=("rocep1s0f1", "roceP2p1s0f1"), role="worker"),
+    )
+    cluster = ClusterConfig(
+        name="vllm_qwen35", image="vllm-node-qwen35",
+        model_path="/home/aurora/models/Qwen3.5-122B-A10B-FP8",
+        model_mount="/root/.cache/huggingface/hub/Qwen3.5-122B-A10B-FP8",
+        served_model="/root/.cache/huggingface/hub/Qwen3.5-122B-A10B-FP8",
+        tensor_parallel=2, serve_port=8001, gpu_memory_utilization=0.90, max_model_len=32768,
+    )
+    return Config(path="<demo>", cluster=cluster, nodes=nodes)

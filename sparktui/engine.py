@@ -1,0 +1,211 @@
+"""The engine: event sources in, state + findings + session out.  Never imports Textual.
+
+    sources --emit()--> pending deque --pump--> processors (diagnoser, stall detector, ...)
+                                          \\--> reduce() -> ClusterState
+                                          \\--> LogStore (bounded, for faces)
+                                          \\--> Session (everything, on disk)
+                                          \\--> subscribers(batch)   (TUI posts a message)
+
+``emit`` is thread-safe (collectors that wrap blocking docker-py streams run in threads) and
+never blocks; the pump drains in batches so high-rate log lines cost one wake-up per batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from typing import Callable, Iterable, Protocol, Sequence
+
+from .config import Config
+from .logs.store import LogStore
+from .model import Event, LogBatch, LogLine
+from .nodes.base import EventSource
+from .session import Session
+from .state import ClusterState, reduce
+
+log = logging.getLogger(__name__)
+
+Subscriber = Callable[[list[Event]], None]
+
+
+class Processor(Protocol):
+    """Consumes events, may derive new ones (findings, milestones).  Must be fast and pure-ish."""
+
+    def feed(self, event: Event) -> Iterable[Event]: ...
+
+
+class TickingProcessor(Processor, Protocol):
+    def tick(self, now: float) -> Iterable[Event]: ...
+
+
+class Engine:
+    def __init__(
+        self,
+        config: Config,
+        sources: Sequence[EventSource] = (),
+        *,
+        processors: Sequence[Processor] = (),
+        session: Session | None = None,
+        log_store: LogStore | None = None,
+        tick_interval: float = 1.0,
+    ) -> None:
+        self.config = config
+        self.sources = list(sources)
+        self.processors = list(processors)
+        self.session = session
+        self.logs = log_store or LogStore()
+        self.state = ClusterState.initial([n.name for n in config.nodes])
+        self.tick_interval = tick_interval
+        self._pending: collections.deque[Event] = collections.deque()
+        self._wake: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._subscribers: list[Subscriber] = []
+        self._scheduled = False
+        self.started = False
+
+    # ------------------------------------------------------------------ subscription
+    def subscribe(self, fn: Subscriber) -> Callable[[], None]:
+        self._subscribers.append(fn)
+        return lambda: self._subscribers.remove(fn) if fn in self._subscribers else None
+
+    # ------------------------------------------------------------------ input
+    def emit(self, event: Event) -> None:
+        """Thread-safe, non-blocking."""
+        self._pending.append(event)
+        loop = self._loop
+        if loop is None or self._scheduled:
+            return
+        self._scheduled = True
+        try:
+            if _running_loop() is loop:
+                self._wake.set()  # type: ignore[union-attr]
+            else:
+                loop.call_soon_threadsafe(self._wake.set)  # type: ignore[union-attr]
+        except RuntimeError:  # loop closed during shutdown
+            pass
+
+    def emit_many(self, events: Iterable[Event]) -> None:
+        for e in events:
+            self.emit(e)
+
+    # ------------------------------------------------------------------ processing
+    def process(self, events: list[Event]) -> list[Event]:
+        """Apply a batch synchronously (also used by tests and offline replays)."""
+        out: list[Event] = []
+        queue = collections.deque(events)
+        while queue:
+            ev = queue.popleft()
+            out.append(ev)
+            self.state = reduce(self.state, ev)
+            if isinstance(ev, LogBatch):
+                self.logs.append(ev.node, ev.source, list(ev.lines))
+            elif isinstance(ev, LogLine):
+                self.logs.append(ev.node, ev.source, [ev])
+            if self.session is not None:
+                try:
+                    self.session.record(ev)
+                except OSError as exc:  # a full disk must not stop the screen
+                    log.warning("session write failed: %s", exc)
+            for p in self.processors:
+                try:
+                    derived = p.feed(ev)
+                except Exception:  # a broken rule must not stop the stream
+                    log.exception("processor %r failed", p)
+                    continue
+                if derived:
+                    queue.extend(derived)
+        if self.session is not None:
+            self.session.flush()
+        for fn in list(self._subscribers):
+            try:
+                fn(out)
+            except Exception:
+                log.exception("subscriber failed")
+        return out
+
+    def drain(self) -> list[Event]:
+        batch: list[Event] = []
+        pending = self._pending
+        while pending and len(batch) < 5000:
+            batch.append(pending.popleft())
+        return self.process(batch) if batch else []
+
+    async def _pump(self) -> None:
+        assert self._wake is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            self._scheduled = False
+            while self._pending:
+                self.drain()
+                await asyncio.sleep(0)  # let the UI breathe between batches
+
+    async def _ticker(self) -> None:
+        tickers = [p for p in self.processors if hasattr(p, "tick")]
+        if not tickers:
+            return
+        while True:
+            await asyncio.sleep(self.tick_interval)
+            now = time.time()
+            for p in tickers:
+                try:
+                    derived = list(p.tick(now))  # type: ignore[attr-defined]
+                except Exception:
+                    log.exception("tick of %r failed", p)
+                    continue
+                for e in derived:
+                    self.emit(e)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        if self.started:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self.started = True
+        if self._pending:
+            self._wake.set()
+        self._tasks.append(asyncio.create_task(self._pump(), name="engine-pump"))
+        self._tasks.append(asyncio.create_task(self._ticker(), name="engine-ticker"))
+        for src in self.sources:
+            self._tasks.append(asyncio.create_task(self._run_source(src), name=f"source-{src.node_name}"))
+
+    async def _run_source(self, src: EventSource) -> None:
+        try:
+            await src.run(self.emit)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("event source %s died", src.node_name)
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+        for src in self.sources:
+            close = getattr(src, "close", None)
+            if close is not None:
+                try:
+                    await close()
+                except Exception:
+                    log.exception("closing %s failed", src.node_name)
+        if self._pending:
+            self.drain()
+        if self.session is not None:
+            self.session.close()
+        self.started = False
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -1,0 +1,306 @@
+"""Typed, immutable events and findings: the vocabulary shared by backends, engine and faces.
+
+Every collector turns what it reads into one of these; ClusterState, the Diagnoser and the
+Session consume them.  Nothing here does IO and nothing imports Textual.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Literal, Union
+
+Severity = Literal["error", "warning", "info"]
+SEVERITY_RANK: dict[str, int] = {"error": 0, "warning": 1, "info": 2}
+
+
+def now() -> float:
+    return time.time()
+
+
+# --------------------------------------------------------------------------- node facts
+
+
+class ContainerState(str, Enum):
+    CREATED = "created"
+    RUNNING = "running"
+    PAUSED = "paused"
+    RESTARTING = "restarting"
+    REMOVING = "removing"
+    EXITED = "exited"
+    DEAD = "dead"
+    REMOVED = "removed"  # gone from the daemon (e.g. `--rm`); kept so its logs stay reachable
+
+    @classmethod
+    def parse(cls, value: str) -> "ContainerState":
+        try:
+            return cls(value.lower())
+        except ValueError:
+            return cls.DEAD
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerInfo:
+    id: str  # full id
+    name: str
+    image: str  # the reference it was started from, e.g. "vllm-node-qwen35"
+    image_id: str = ""  # sha256:...
+    state: ContainerState = ContainerState.RUNNING
+    status: str = ""  # docker's human text, e.g. "Up 3 minutes"
+    health: str | None = None  # healthy / unhealthy / starting / None
+    started_at: float | None = None  # epoch seconds
+    finished_at: float | None = None
+    exit_code: int | None = None
+    command: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def short_id(self) -> str:
+        return self.id[:12]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    pid: int
+    name: str
+    used_memory_bytes: int | None  # None when the driver reports [N/A]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
+    index: int
+    name: str
+    util_percent: float | None
+    power_w: float | None
+    power_limit_w: float | None = None
+    clock_sm_mhz: float | None = None
+    temp_c: float | None = None
+    mem_used_bytes: int | None = None  # None on GB10 ("Not Supported" / "[N/A]")
+    mem_total_bytes: int | None = None
+    processes: tuple[GpuProcess, ...] = ()
+
+    @property
+    def unified_memory(self) -> bool:
+        return self.mem_total_bytes is None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryInfo:
+    """Host memory from /proc/meminfo and /proc/pressure/memory (bytes).
+
+    On a GB10 this *is* the GPU's memory: used = MemTotal - MemAvailable.
+    """
+
+    total: int
+    available: int
+    cached: int = 0
+    swap_total: int = 0
+    swap_free: int = 0
+    psi_some_avg10: float | None = None
+    psi_full_avg10: float | None = None
+
+    @property
+    def used(self) -> int:
+        return max(0, self.total - self.available)
+
+    @property
+    def used_fraction(self) -> float:
+        return self.used / self.total if self.total else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class LinkInfo:
+    name: str
+    addresses: tuple[str, ...]  # "192.168.200.12/24"
+    mtu: int | None
+    state: str  # UP / DOWN / UNKNOWN
+    rdma_device: str | None = None  # rocep1s0f1 when ibdev2netdev maps it
+
+
+# --------------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReachability:
+    node: str
+    reachable: bool
+    ts: float = field(default_factory=now)
+    since: float | None = None  # when it became unreachable
+    error: str | None = None
+    retry_in: float | None = None
+    backend: str = ""  # ssh / local / sim
+
+
+@dataclass(frozen=True, slots=True)
+class ContainersSnapshot:
+    """The full set of containers on a node (reconcile poll)."""
+
+    node: str
+    containers: tuple[ContainerInfo, ...]
+    ts: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerChanged:
+    """One container changed state (docker events stream)."""
+
+    node: str
+    container: ContainerInfo
+    ts: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySample:
+    node: str
+    memory: MemoryInfo
+    ts: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    node: str
+    gpus: tuple[GpuInfo, ...]
+    available: bool = True  # False: no nvidia-smi on this node
+    error: str | None = None
+    ts: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSample:
+    node: str
+    links: tuple[LinkInfo, ...]
+    ts: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One line of a container (or file) log. ``text`` is raw data: never markup."""
+
+    node: str
+    source: str  # container name, or a file path
+    text: str
+    ts: float | None = None  # the line's own timestamp (docker --timestamps), if any
+    seq: int = 0  # 1-based line number within its source
+    raw_ts: str | None = None  # the timestamp exactly as the daemon wrote it (RFC 3339, ns)
+
+
+@dataclass(frozen=True, slots=True)
+class LogBatch:
+    """Several lines from one source at once: what collectors emit at high rates."""
+
+    node: str
+    source: str
+    lines: tuple[LogLine, ...]
+    ts: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    id: str  # one of the ids of DESIGN.md ("nccl_init_hang", ...) or a newer one
+    severity: Severity
+    title: str
+    source: str = ""  # file, or "node/container"
+    line: int | None = None  # 1-based
+    evidence: tuple[str, ...] = ()
+    advice: str = ""
+    explanation: str = ""
+    node: str = ""
+    ts: float = field(default_factory=now)
+
+    def to_json(self) -> dict:
+        return {
+            "id": self.id,
+            "severity": self.severity,
+            "title": self.title,
+            "source": self.source,
+            "line": self.line,
+            "evidence": list(self.evidence),
+            "advice": self.advice,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class FindingRaised:
+    finding: Finding
+    ts: float = field(default_factory=now)
+
+    @property
+    def node(self) -> str:
+        return self.finding.node
+
+
+@dataclass(frozen=True, slots=True)
+class Milestone:
+    """Startup progress on one node (DESIGN.md "Milestones")."""
+
+    id: str  # container_started, ray_joined, arch_resolved, nccl_ready, weights_loading,
+    # weights_loaded, kv_cache, cuda_graphs, api_ready, first_prompt
+    text: str
+    node: str = ""
+    source: str = ""
+    line: int | None = None
+    progress: float | None = None  # 0..1 within the milestone (weights_loading shards)
+    detail: tuple[tuple[str, str], ...] = ()  # e.g. (("transport", "NET/IB"),)
+    ts: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
+class MilestoneReached:
+    milestone: Milestone
+    ts: float = field(default_factory=now)
+
+    @property
+    def node(self) -> str:
+        return self.milestone.node
+
+
+@dataclass(frozen=True, slots=True)
+class ActionEvent:
+    """Progress of a guided action (doctor, validate, build-image, ...)."""
+
+    action: str
+    step: str
+    status: Literal["started", "progress", "ok", "warn", "failed", "cancelled", "info"]
+    message: str = ""
+    progress: float | None = None
+    node: str = ""
+    ts: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A free-text note the operator added to the session timeline."""
+
+    text: str
+    author: str = ""
+    ts: float = field(default_factory=now)
+
+
+Event = Union[
+    NodeReachability,
+    ContainersSnapshot,
+    ContainerChanged,
+    MemorySample,
+    GpuSample,
+    LinkSample,
+    LogLine,
+    LogBatch,
+    FindingRaised,
+    MilestoneReached,
+    ActionEvent,
+    Note,
+]
+
+MILESTONE_ORDER: tuple[str, ...] = (
+    "container_started",
+    "ray_joined",
+    "arch_resolved",
+    "nccl_ready",
+    "weights_loading",
+    "weights_loaded",
+    "kv_cache",
+    "cuda_graphs",
+    "api_ready",
+    "first_prompt",
+)

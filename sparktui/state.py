@@ -1,0 +1,184 @@
+"""ClusterState: a pure reducer of events.  ``reduce(state, event) -> state``; no IO, no clocks.
+
+Log *text* is not held here (it lives in logs.buffer, which is bounded and virtualised); the state
+keeps per-source counters so faces know what exists and how much.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Mapping
+
+from .model import (
+    ActionEvent,
+    ContainerChanged,
+    ContainerInfo,
+    ContainersSnapshot,
+    ContainerState,
+    Event,
+    Finding,
+    FindingRaised,
+    GpuInfo,
+    GpuSample,
+    LinkInfo,
+    LinkSample,
+    LogBatch,
+    LogLine,
+    MemoryInfo,
+    MemorySample,
+    Milestone,
+    MilestoneReached,
+    NodeReachability,
+    Note,
+    SEVERITY_RANK,
+)
+
+MEMORY_HISTORY = 240  # samples kept for the sparkline (4 min at 1 Hz)
+
+
+def _frozen(d: dict) -> Mapping:
+    return MappingProxyType(d)
+
+
+@dataclass(frozen=True)
+class LogSourceState:
+    lines: int = 0
+    last_ts: float | None = None
+
+
+@dataclass(frozen=True)
+class NodeState:
+    name: str
+    reachable: bool | None = None  # None: not contacted yet
+    unreachable_since: float | None = None
+    error: str | None = None
+    retry_in: float | None = None
+    backend: str = ""
+    containers: Mapping[str, ContainerInfo] = field(default_factory=lambda: _frozen({}))  # by name
+    memory: MemoryInfo | None = None
+    memory_history: tuple[float, ...] = ()  # used fraction, oldest first
+    gpus: tuple[GpuInfo, ...] = ()
+    gpu_available: bool | None = None
+    gpu_error: str | None = None
+    links: tuple[LinkInfo, ...] = ()
+    logs: Mapping[str, LogSourceState] = field(default_factory=lambda: _frozen({}))
+    milestones: Mapping[str, Milestone] = field(default_factory=lambda: _frozen({}))
+    last_update: float | None = None
+
+    def container_list(self) -> list[ContainerInfo]:
+        """Running first, then by name."""
+        return sorted(self.containers.values(),
+                      key=lambda c: (c.state is not ContainerState.RUNNING, c.name))
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    nodes: Mapping[str, NodeState] = field(default_factory=lambda: _frozen({}))
+    order: tuple[str, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    actions: tuple[ActionEvent, ...] = ()
+    notes: tuple[Note, ...] = ()
+    events_seen: int = 0
+
+    @classmethod
+    def initial(cls, node_names: list[str] | tuple[str, ...]) -> "ClusterState":
+        return cls(nodes=_frozen({n: NodeState(name=n) for n in node_names}), order=tuple(node_names))
+
+    def node(self, name: str) -> NodeState:
+        return self.nodes[name]
+
+    def sorted_findings(self) -> list[Finding]:
+        return sorted(self.findings, key=lambda f: (SEVERITY_RANK.get(f.severity, 9), f.ts))
+
+
+def _with_node(state: ClusterState, name: str, fn) -> ClusterState:
+    nodes = dict(state.nodes)
+    order = state.order
+    node = nodes.get(name)
+    if node is None:
+        node = NodeState(name=name)
+        order = order + (name,)
+    nodes[name] = fn(node)
+    return replace(state, nodes=_frozen(nodes), order=order, events_seen=state.events_seen + 1)
+
+
+def _log_counts(node: NodeState, source: str, lines: tuple[LogLine, ...]) -> NodeState:
+    logs = dict(node.logs)
+    cur = logs.get(source, LogSourceState())
+    last_ts = cur.last_ts
+    for ln in lines:
+        if ln.ts is not None:
+            last_ts = ln.ts
+    logs[source] = LogSourceState(lines=cur.lines + len(lines), last_ts=last_ts)
+    return replace(node, logs=_frozen(logs))
+
+
+def reduce(state: ClusterState, event: Event) -> ClusterState:
+    """Return the state after ``event``.  Unknown events leave the state unchanged."""
+    if isinstance(event, NodeReachability):
+        def f(n: NodeState) -> NodeState:
+            if event.reachable:
+                return replace(n, reachable=True, unreachable_since=None, error=None, retry_in=None,
+                               backend=event.backend or n.backend, last_update=event.ts)
+            since = n.unreachable_since if n.reachable is False and n.unreachable_since else (event.since or event.ts)
+            return replace(n, reachable=False, unreachable_since=since, error=event.error,
+                           retry_in=event.retry_in, backend=event.backend or n.backend)
+        return _with_node(state, event.node, f)
+    if isinstance(event, ContainersSnapshot):
+        def f(n: NodeState) -> NodeState:
+            new = {c.name: c for c in event.containers}
+            # containers that vanished (e.g. --rm) stay visible as REMOVED so their logs remain reachable
+            for name, old in n.containers.items():
+                if name not in new and name in n.logs:
+                    new[name] = replace(old, state=ContainerState.REMOVED) if old.state is not ContainerState.REMOVED else old
+            return replace(n, containers=_frozen(new), last_update=event.ts)
+        return _with_node(state, event.node, f)
+    if isinstance(event, ContainerChanged):
+        def f(n: NodeState) -> NodeState:
+            cs = dict(n.containers)
+            cs[event.container.name] = event.container
+            return replace(n, containers=_frozen(cs), last_update=event.ts)
+        return _with_node(state, event.node, f)
+    if isinstance(event, MemorySample):
+        def f(n: NodeState) -> NodeState:
+            hist = (n.memory_history + (event.memory.used_fraction,))[-MEMORY_HISTORY:]
+            return replace(n, memory=event.memory, memory_history=hist, last_update=event.ts)
+        return _with_node(state, event.node, f)
+    if isinstance(event, GpuSample):
+        return _with_node(state, event.node, lambda n: replace(
+            n, gpus=event.gpus, gpu_available=event.available, gpu_error=event.error, last_update=event.ts))
+    if isinstance(event, LinkSample):
+        return _with_node(state, event.node, lambda n: replace(n, links=event.links, last_update=event.ts))
+    if isinstance(event, LogLine):
+        return _with_node(state, event.node, lambda n: _log_counts(n, event.source, (event,)))
+    if isinstance(event, LogBatch):
+        return _with_node(state, event.node, lambda n: _log_counts(n, event.source, event.lines))
+    if isinstance(event, MilestoneReached):
+        m = event.milestone
+
+        def f(n: NodeState) -> NodeState:
+            ms = dict(n.milestones)
+            ms[m.id] = m
+            return replace(n, milestones=_frozen(ms))
+        if m.node:
+            return _with_node(state, m.node, f)
+        return state
+    if isinstance(event, FindingRaised):
+        f0 = event.finding
+        # the same finding (id, source, line) raised twice is one finding
+        key = (f0.id, f0.source, f0.line, f0.node)
+        if any((x.id, x.source, x.line, x.node) == key for x in state.findings):
+            return state
+        return replace(state, findings=state.findings + (f0,), events_seen=state.events_seen + 1)
+    if isinstance(event, ActionEvent):
+        return replace(state, actions=(state.actions + (event,))[-500:], events_seen=state.events_seen + 1)
+    if isinstance(event, Note):
+        return replace(state, notes=state.notes + (event,), events_seen=state.events_seen + 1)
+    return state
+
+
+def reduce_all(state: ClusterState, events) -> ClusterState:
+    for e in events:
+        state = reduce(state, e)
+    return state
