@@ -1,0 +1,197 @@
+"""The action framework: guided workflows of named steps, shared by the TUI and the CLI.
+
+An action is an async workflow that
+- reports every step as ``ActionEvent``s (started / progress / ok / warn / failed / info),
+- asks ``ctx.confirm(...)`` before anything destructive (CLI: ``--yes`` or a y/N prompt;
+  TUI: the one confirm modal; ``--read-only`` refuses without asking),
+- can be cancelled (``asyncio.CancelledError`` reaches it) and cleans up in ``finally``/cleanup
+  callbacks registered with ``ctx.on_cleanup``,
+- returns an ``ActionResult``.
+
+Faces only render events and answer confirmations; the IO happens here, through node handles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
+
+from ..config import Config
+from ..model import ActionEvent, Finding
+from ..nodes.base import Node
+
+ConfirmFn = Callable[[str, str], Awaitable[bool]]  # (title, detail) -> yes?
+EmitFn = Callable[[ActionEvent], None]
+
+
+class ActionRefused(Exception):
+    """The operator said no, or read-only mode forbids it."""
+
+
+class ActionFailed(Exception):
+    pass
+
+
+@dataclass
+class StepRecord:
+    name: str
+    status: str = "pending"  # pending / running / ok / warn / failed / cancelled / skipped
+    message: str = ""
+    started: float | None = None
+    finished: float | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ActionResult:
+    action: str
+    ok: bool
+    summary: str
+    steps: list[StepRecord] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    cancelled: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    def to_json(self) -> dict:
+        return {
+            "action": self.action,
+            "ok": self.ok,
+            "cancelled": self.cancelled,
+            "summary": self.summary,
+            "steps": [
+                {"name": s.name, "status": s.status, "message": s.message,
+                 "seconds": (round(s.finished - s.started, 3) if s.started and s.finished else None),
+                 **({"data": s.data} if s.data else {})}
+                for s in self.steps
+            ],
+            "findings": [f.to_json() for f in self.findings],
+            "data": self.data,
+        }
+
+
+class ActionContext:
+    def __init__(
+        self,
+        config: Config,
+        nodes: Mapping[str, Node],
+        *,
+        emit: EmitFn | None = None,
+        confirm: ConfirmFn | None = None,
+        read_only: bool = False,
+        assume_yes: bool = False,
+    ) -> None:
+        self.config = config
+        self.nodes = dict(nodes)
+        self._emit = emit or (lambda e: None)
+        self._confirm = confirm
+        self.read_only = read_only
+        self.assume_yes = assume_yes
+        self._cleanups: list[Callable[[], Awaitable[None]]] = []
+        self.action_name = ""
+        self.steps: list[StepRecord] = []
+
+    def emit(self, step: str, status: str, message: str = "", *, progress: float | None = None, node: str = "") -> None:
+        self._emit(ActionEvent(action=self.action_name, step=step, status=status,  # type: ignore[arg-type]
+                               message=message, progress=progress, node=node))
+
+    async def confirm(self, title: str, detail: str = "") -> bool:
+        """Ask before something destructive.  Read-only refuses; --yes accepts."""
+        if self.read_only:
+            raise ActionRefused(f"{title}: refused in read-only mode")
+        if self.assume_yes:
+            return True
+        if self._confirm is None:
+            raise ActionRefused(f"{title}: needs confirmation (pass --yes)")
+        return await self._confirm(title, detail)
+
+    def on_cleanup(self, fn: Callable[[], Awaitable[None]]) -> None:
+        self._cleanups.append(fn)
+
+    async def run_cleanups(self) -> None:
+        while self._cleanups:
+            fn = self._cleanups.pop()
+            try:
+                await asyncio.shield(fn())
+            except Exception as exc:  # cleanup must try everything
+                self.emit("cleanup", "warn", f"cleanup step failed: {exc}")
+
+    @asynccontextmanager
+    async def step(self, name: str, message: str = "", node: str = "") -> AsyncIterator[StepRecord]:
+        rec = StepRecord(name=name, status="running", message=message, started=time.time())
+        self.steps.append(rec)
+        self.emit(name, "started", message, node=node)
+        try:
+            yield rec
+        except asyncio.CancelledError:
+            rec.status, rec.finished = "cancelled", time.time()
+            self.emit(name, "cancelled", "cancelled", node=node)
+            raise
+        except ActionRefused as exc:
+            rec.status, rec.message, rec.finished = "failed", str(exc), time.time()
+            self.emit(name, "failed", str(exc), node=node)
+            raise
+        except Exception as exc:
+            rec.status, rec.finished = "failed", time.time()
+            rec.message = rec.message if rec.status == "failed" and rec.message != message else str(exc) or type(exc).__name__
+            self.emit(name, "failed", rec.message, node=node)
+            raise
+        else:
+            rec.finished = time.time()
+            if rec.status == "running":
+                rec.status = "ok"
+            self.emit(name, rec.status if rec.status in ("ok", "warn", "failed") else "ok", rec.message, node=node)
+
+
+class Action:
+    """Subclass and implement ``execute``.  ``mutating`` actions are hidden in read-only mode."""
+
+    name: str = "action"
+    title: str = "Action"
+    mutating: bool = False
+
+    async def execute(self, ctx: ActionContext) -> ActionResult:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    async def run(self, ctx: ActionContext) -> ActionResult:
+        ctx.action_name = self.name
+        if self.mutating and ctx.read_only:
+            ctx.emit("start", "failed", "refused: read-only mode")
+            return ActionResult(self.name, False, "refused: read-only mode")
+        try:
+            result = await self.execute(ctx)
+        except asyncio.CancelledError:
+            await ctx.run_cleanups()
+            ctx.emit("end", "cancelled", "cancelled; cleaned up")
+            raise
+        except ActionRefused as exc:
+            await ctx.run_cleanups()
+            return ActionResult(self.name, False, str(exc), steps=ctx.steps)
+        except ActionFailed as exc:
+            await ctx.run_cleanups()
+            return ActionResult(self.name, False, str(exc), steps=ctx.steps)
+        except Exception as exc:
+            await ctx.run_cleanups()
+            return ActionResult(self.name, False, f"{type(exc).__name__}: {exc}", steps=ctx.steps)
+        await ctx.run_cleanups()
+        if not result.steps:
+            result.steps = ctx.steps
+        return result
+
+
+async def cli_confirm(title: str, detail: str = "") -> bool:
+    """A y/N prompt on the terminal (the CLI face).  No TTY means no."""
+    import sys
+
+    if not sys.stdin or not sys.stdin.isatty():
+        return False
+    loop = asyncio.get_running_loop()
+    prompt = f"{title}\n{detail}\nProceed? [y/N] " if detail else f"{title} [y/N] "
+    answer = await loop.run_in_executor(None, lambda: input(prompt))
+    return answer.strip().lower() in ("y", "yes")
