@@ -52,7 +52,7 @@ def sessions_dir() -> Path:
 
 def _safe_component(name: str) -> str:
     """A file-name component from arbitrary text (container names, paths)."""
-    out = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "_"
+    out = re.sub(r"\.{2,}", ".", re.sub(r"[^A-Za-z0-9._-]+", "_", name)).strip("._") or "_"
     return out[:120]
 
 
