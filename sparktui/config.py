@@ -60,6 +60,8 @@ class NodeConfig:
     role: str = "worker"
     model_path: str | None = None  # overrides cluster.model_path on this node
     gpu_count: int = 1
+    # where this node's unified-memory figures are read; a test bed points it at a GB10-shaped copy
+    meminfo_path: str = "/proc/meminfo"
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,8 @@ class ClusterConfig:
     add_architectures: tuple[tuple[str, str, str], ...] = ()  # (arch, module, class)
     base_image: str | None = None  # for build-image
     hybrid_image: str | None = None
+    # extra ssh arguments a node uses to reach its peers (push-image streams node-to-node over them)
+    peer_ssh_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -184,7 +188,8 @@ def _parse_node(path: str, text: str, idx: int, raw: Any) -> NodeConfig:
         raise ConfigError(path, f"unknown backend {backend!r}", key=f"{prefix}.backend",
                           line=_line_of(text, "backend"), hint="one of " + ", ".join(BACKENDS))
     kw["backend"] = backend
-    for key in ("user", "identity_file", "known_hosts", "ssh_config", "docker_socket", "fabric_if", "model_path"):
+    for key in ("user", "identity_file", "known_hosts", "ssh_config", "docker_socket", "fabric_if", "model_path",
+                "meminfo_path"):
         if key in raw:
             kw[key] = _expect(path, text, f"{prefix}.{key}", raw[key], str, "a string")
     if "host" in raw:
@@ -249,6 +254,8 @@ def _parse_cluster(path: str, text: str, raw: Any) -> ClusterConfig:
         kw["gpu_memory_utilization"] = float(v)
     if "serve_args" in raw:
         kw["serve_args"] = _str_list(path, text, "cluster.serve_args", raw["serve_args"])
+    if "peer_ssh_args" in raw:
+        kw["peer_ssh_args"] = _str_list(path, text, "cluster.peer_ssh_args", raw["peer_ssh_args"])
     if "env" in raw:
         env = _expect(path, text, "cluster.env", raw["env"], dict, "a table of NAME = \"value\"")
         for k, v in env.items():

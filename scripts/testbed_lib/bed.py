@@ -1,0 +1,266 @@
+"""One test bed: its layout on disk, and starting/stopping each node's sshd and dockerd."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import procs
+
+IMAGE = "sparktui-base:bookworm"
+PACKAGES = {"dockerd": "docker.io", "sshd": "openssh-server", "debootstrap": "debootstrap", "tmux": "tmux"}
+SBIN = {"sshd": "/usr/sbin/sshd", "dockerd": "/usr/sbin/dockerd"}
+
+
+def say(msg: str) -> None:
+    print(f"testbed: {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class NodeDirs:
+    name: str
+    addr: str
+    port: int
+    dir: Path
+
+    @property
+    def bin(self) -> Path:
+        return self.dir / "bin"
+
+    @property
+    def sock(self) -> Path:
+        return self.dir / "docker.sock"
+
+    @property
+    def sshd_pid(self) -> Path:
+        return self.dir / "sshd.pid"
+
+    @property
+    def docker_pid(self) -> Path:
+        return self.dir / "docker.pid"
+
+    @property
+    def host_key(self) -> Path:
+        return self.dir / "ssh_host_ed25519_key"
+
+
+class Bed:
+    def __init__(self) -> None:
+        env = os.environ
+        self.dir = Path(env.get("SPARKTUI_TESTBED_DIR") or "/tmp/sparktui-testbed").resolve()
+        self.net = env.get("SPARKTUI_TESTBED_NET") or "127.0.0"
+        self.first = int(env.get("SPARKTUI_TESTBED_FIRST") or 2)
+        self.port = int(env.get("SPARKTUI_TESTBED_PORT") or 22)
+        self.cache = Path(env.get("SPARKTUI_TESTBED_CACHE") or "/var/cache/sparktui-testbed")
+        self.prefix = str(self.dir) + "/"
+        self.client_key = self.dir / "client" / "id_ed25519"
+        self.known_hosts = self.dir / "client" / "known_hosts"
+        self.authorized = self.dir / "client" / "authorized_keys"
+        self.state_file = self.dir / "bed.json"
+        try:  # an existing bed keeps the addresses it was made with
+            saved = json.loads(self.state_file.read_text())
+            self.net, self.first, self.port = saved["net"], int(saved["first"]), int(saved["port"])
+        except (OSError, ValueError, KeyError):
+            pass
+
+    # ------------------------------------------------------------------ layout
+    def nodes(self, count: int | None = None) -> list[NodeDirs]:
+        if count is None:
+            try:
+                count = json.loads(self.state_file.read_text())["nodes"]
+            except (OSError, ValueError, KeyError):
+                count = 0
+        out = []
+        for i in range(count):
+            name = f"spark{i + 1}"
+            out.append(NodeDirs(name, f"{self.net}.{self.first + i}", self.port, self.dir / "nodes" / name))
+        return out
+
+    def node(self, name: str) -> NodeDirs:
+        for n in self.nodes():
+            if n.name == name:
+                return n
+        raise SystemExit(f"testbed: no node {name!r} in {self.dir} (have: "
+                         f"{', '.join(n.name for n in self.nodes()) or 'none; run up first'})")
+
+    # ------------------------------------------------------------------ prerequisites
+    def ensure_packages(self) -> None:
+        missing = sorted({pkg for tool, pkg in PACKAGES.items()
+                          if not (shutil.which(tool) or Path(SBIN.get(tool, "/nonexistent")).exists())})
+        if missing:
+            say(f"installing {' '.join(missing)} with apt-get")
+            subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", *missing], check=True,
+                           env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+
+    def ensure_base_tarball(self) -> Path:
+        """debootstrap once, keep the tarball; a lock serialises two beds building at once."""
+        self.cache.mkdir(parents=True, exist_ok=True)
+        tarball = self.cache / "base-bookworm.tar"
+        with open(self.cache / "lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if tarball.exists():
+                return tarball
+            root = self.cache / "rootfs.build"
+            if not (root / "usr" / "bin" / "python3").exists():
+                shutil.rmtree(root, ignore_errors=True)
+                say("building the base image with debootstrap (once, ~40 s)")
+                subprocess.run(["debootstrap", "--variant=minbase", "--include=python3,procps,iproute2",
+                                "bookworm", str(root), "http://deb.debian.org/debian"], check=True,
+                               stdout=subprocess.DEVNULL)
+            tmp = tarball.with_suffix(".tmp")
+            subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(tmp), "."], check=True)
+            tmp.rename(tarball)
+            shutil.rmtree(root, ignore_errors=True)
+            return tarball
+
+    def ensure_client_keys(self) -> None:
+        self.client_key.parent.mkdir(parents=True, exist_ok=True)
+        if not self.client_key.exists():
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sparktui-testbed",
+                            "-f", str(self.client_key)], check=True)
+        self.authorized.write_text(Path(str(self.client_key) + ".pub").read_text())
+        os.chmod(self.client_key, 0o600)
+
+    # ------------------------------------------------------------------ one node
+    def write_node_files(self, n: NodeDirs) -> None:
+        for d in (n.dir, n.bin, n.dir / "docker" / "data", n.dir / "docker" / "exec"):
+            d.mkdir(parents=True, exist_ok=True)
+        if not n.host_key.exists():
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{n.name}-host",
+                            "-f", str(n.host_key)], check=True)
+        path = f"{n.bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        (n.dir / "sshd_config").write_text(f"""\
+# sparktui test bed, node {n.name}
+ListenAddress {n.addr}:{n.port}
+HostKey {n.host_key}
+PidFile {n.sshd_pid}
+AuthorizedKeysFile {self.authorized}
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+AllowTcpForwarding yes
+AllowStreamLocalForwarding yes
+X11Forwarding no
+PrintMotd no
+Subsystem sftp internal-sftp
+SetEnv PATH={path} DOCKER_HOST=unix://{n.sock} {procs.MARK}={n.dir}/
+""")
+
+    def sshd_running(self, n: NodeDirs) -> bool:
+        return procs.alive(procs.read_pid(n.sshd_pid))
+
+    def dockerd_running(self, n: NodeDirs) -> bool:
+        return procs.alive(procs.read_pid(n.docker_pid)) and n.sock.exists()
+
+    def start_sshd(self, n: NodeDirs) -> None:
+        if self.sshd_running(n):
+            return
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
+        n.sshd_pid.unlink(missing_ok=True)
+        subprocess.run([SBIN["sshd"], "-f", str(n.dir / "sshd_config"), "-E", str(n.dir / "sshd.log")], check=True)
+        procs.wait_for(lambda: self.sshd_running(n) and _port_open(n.addr, n.port), 10, f"sshd of {n.name}")
+
+    def start_dockerd(self, n: NodeDirs) -> None:
+        if self.dockerd_running(n):
+            return
+        n.sock.unlink(missing_ok=True)
+        log = open(n.dir / "dockerd.log", "ab")
+        # live-restore: containers keep running while the daemon is down, as on a node that only
+        # dropped off the network; their output is buffered and logged once dockerd is back
+        subprocess.Popen(
+            [SBIN["dockerd"], "--data-root", str(n.dir / "docker" / "data"), "--exec-root",
+             str(n.dir / "docker" / "exec"), "-H", f"unix://{n.sock}", "--pidfile", str(n.docker_pid),
+             "--bridge", "none", "--iptables=false", "--ip6tables=false", "--live-restore",
+             "--log-level", "warn"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True)
+        log.close()
+        procs.wait_for(lambda: self.docker_ok(n), 30, f"dockerd of {n.name} (see {n.dir}/dockerd.log)")
+
+    def docker(self, n: NodeDirs, *args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+        return subprocess.run(["docker", "-H", f"unix://{n.sock}", *args], check=check, capture_output=True, **kw)
+
+    def docker_ok(self, n: NodeDirs) -> bool:
+        return n.sock.exists() and self.docker(n, "version", "--format", "{{.Server.Version}}",
+                                               check=False, timeout=10).returncode == 0
+
+    def ensure_image(self, n: NodeDirs, tarball: Path) -> None:
+        if self.docker(n, "image", "inspect", IMAGE, check=False).returncode == 0:
+            return
+        say(f"importing {IMAGE} into {n.name}")
+        self.docker(n, "import", "--change", 'CMD ["/bin/bash"]', str(tarball), IMAGE)
+
+    def stop_sshd(self, n: NodeDirs) -> None:
+        procs.kill_tree(procs.read_pid(n.sshd_pid))
+        # sessions whose listener already died (reparented to init) carry the node mark
+        for p in procs.bed_processes(str(n.dir) + "/"):
+            try:
+                if p.environ().get(procs.MARK) == f"{n.dir}/":
+                    procs.kill_tree(p.pid)
+            except procs.psutil.Error:
+                pass
+        n.sshd_pid.unlink(missing_ok=True)
+
+    def stop_dockerd(self, n: NodeDirs) -> None:
+        procs.stop_gracefully(procs.read_pid(n.docker_pid))
+        n.docker_pid.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ whole bed
+    def write_known_hosts(self, nodes: list[NodeDirs]) -> None:
+        lines = []
+        for n in nodes:
+            pub = Path(str(n.host_key) + ".pub").read_text().split()
+            host = n.addr if n.port == 22 else f"[{n.addr}]:{n.port}"
+            lines.append(f"{host} {pub[0]} {pub[1]}\n")
+        self.known_hosts.write_text("".join(lines))
+
+    def write_config(self, nodes: list[NodeDirs]) -> Path:
+        parts = ['# written by scripts/testbed: the test bed\'s nodes (real sshd + dockerd on loopback)\n',
+                 '[cluster]\nname = "vllm_node"\nimage = "' + IMAGE + '"\ntensor_parallel = ' + str(len(nodes)) + "\n"]
+        for i, n in enumerate(nodes):
+            parts.append(f"""
+[[node]]
+name = "{n.name}"
+backend = "ssh"
+host = "{n.addr}"
+port = {n.port}
+user = "root"
+identity_file = "{self.client_key}"
+known_hosts = "{self.known_hosts}"
+docker_socket = "{n.sock}"
+fabric_ip = "{n.addr}"
+fabric_if = "lo"
+role = "{'head' if i == 0 else 'worker'}"
+""")
+        path = self.dir / "cluster.toml"
+        path.write_text("".join(parts))
+        return path
+
+    def ssh_check(self, n: NodeDirs) -> None:
+        r = subprocess.run(["ssh", "-F", "/dev/null", "-i", str(self.client_key), "-p", str(n.port),
+                            "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "StrictHostKeyChecking=yes",
+                            "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", f"root@{n.addr}",
+                            "docker", "info", "--format", "{{.Name}}"],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            raise RuntimeError(f"ssh to {n.name} ({n.addr}) failed: {r.stderr.strip()}")
+
+    def save_state(self, count: int) -> None:
+        self.state_file.write_text(json.dumps({"nodes": count, "net": self.net, "first": self.first,
+                                               "port": self.port}))
+
+
+def _port_open(addr: str, port: int) -> bool:
+    try:
+        with socket.create_connection((addr, port), timeout=0.5):
+            return True
+    except OSError:
+        return False

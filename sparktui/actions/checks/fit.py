@@ -1,0 +1,88 @@
+"""Memory fit on unified memory (GB10): model bytes / TP + KV margin against what vLLM may take.
+
+vLLM reserves ``gpu_memory_utilization x total`` at startup and refuses to start when less than
+that is free ("Free memory on device ... is less than desired GPU memory utilization").  The
+weights of one rank are ``model bytes / TP``; what is left of the reservation holds the KV cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import CheckResult, fail, ok, warn
+
+GIB = 1 << 30
+MIN_KV_BYTES = 2 * GIB  # below this vLLM cannot hold a useful KV cache ("No available memory for the cache blocks")
+OVERHEAD_FRACTION = 0.05  # activations, CUDA graphs, NCCL buffers on top of the weights
+
+
+@dataclass(frozen=True)
+class Fit:
+    per_rank_weights: int
+    reservation: int  # util x total
+    needed: int  # weights + overhead + minimal KV
+    kv_left: int  # reservation - weights - overhead
+    single_node_needed: int
+    fits: bool
+    fits_single_node: bool
+    free_ok: bool  # MemAvailable >= reservation
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    out = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            out[key.strip()] = int(parts[0]) * (1024 if parts[1:2] == ["kB"] else 1)
+    return out
+
+
+def compute_fit(model_bytes: int, tp: int, mem_total: int, mem_available: int, util: float) -> Fit:
+    tp = max(1, tp)
+    per_rank = -(-model_bytes // tp)
+    overhead = int(per_rank * OVERHEAD_FRACTION)
+    reservation = int(util * mem_total)
+    needed = per_rank + overhead + MIN_KV_BYTES
+    single = model_bytes + int(model_bytes * OVERHEAD_FRACTION) + MIN_KV_BYTES
+    return Fit(per_rank, reservation, needed, reservation - per_rank - overhead, single,
+               needed <= reservation, single <= reservation, mem_available >= reservation)
+
+
+def gib(n: int) -> str:
+    return f"{n / GIB:.1f} GiB"
+
+
+def fit_results(node: str, model_bytes: int, size_source: str, tp: int, mem_total: int, mem_available: int,
+                util: float) -> list[CheckResult]:
+    f = compute_fit(model_bytes, tp, mem_total, mem_available, util)
+    ev = [f"model {gib(model_bytes)} ({size_source}) / TP {tp} = {gib(f.per_rank_weights)} of weights per node",
+          f"MemTotal {gib(mem_total)}, MemAvailable {gib(mem_available)}; vLLM reserves "
+          f"{util:.2f} x total = {gib(f.reservation)}",
+          f"left for KV cache after weights + {int(OVERHEAD_FRACTION * 100)}% overhead: {gib(f.kv_left)} "
+          f"(needs >= {gib(MIN_KV_BYTES)})"]
+    data = {"per_rank_weights": f.per_rank_weights, "reservation": f.reservation, "kv_left": f.kv_left,
+            "fits": f.fits, "fits_single_node": f.fits_single_node, "free_ok": f.free_ok}
+    out: list[CheckResult] = []
+    if not f.fits:
+        out.append(fail("memory_fit", f"model does not fit at TP={tp}: {gib(f.needed)} needed per node, "
+                        f"{gib(f.reservation)} reservable", node, ev,
+                        "raise tensor_parallel (more nodes), use a smaller quantisation, or raise "
+                        "gpu_memory_utilization (practical ceiling on GB10: 0.85-0.90)",
+                        "insufficient_free_memory", data=data))
+    elif not f.free_ok:
+        out.append(fail("memory_fit", f"only {gib(mem_available)} free, vLLM will ask for {gib(f.reservation)}", node, ev,
+                        "free memory first: stop other GPU users (GUI, VS Code server, old containers), drop the "
+                        "page cache (sudo sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'), or lower "
+                        "gpu_memory_utilization", "insufficient_free_memory", data=data))
+    else:
+        out.append(ok("memory_fit", f"fits at TP={tp}: {gib(f.per_rank_weights)} weights + "
+                      f"{gib(f.kv_left)} for KV per node", node, ev, data=data))
+    if tp > 1 and not f.fits_single_node:
+        out.append(warn("memory_fit_single", f"one node alone cannot hold the model ({gib(f.single_node_needed)} "
+                        f"> {gib(f.reservation)}): single-node validation will end in an OOM", node,
+                        [ev[0], ev[1]],
+                        "expected for this model: `validate` then checks architecture support only and "
+                        "reports the OOM as predicted; serve it with TP across the nodes",
+                        "insufficient_free_memory", data=data))
+    return out

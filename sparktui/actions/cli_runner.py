@@ -1,0 +1,99 @@
+"""Run one Action headless for the CLI: load the config, open the nodes, print progress on stderr,
+the result on stdout (text or ``--json``), close everything.  Ctrl+C / SIGTERM cancel the action,
+which cleans up after itself before the process exits (130)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from typing import Callable
+
+from ..config import Config, load_config
+from ..model import ActionEvent
+from .base import Action, ActionContext, ActionResult, cli_confirm
+
+MARK = {"started": "..", "ok": "ok", "warn": "!!", "failed": "XX", "cancelled": "--", "info": "  ", "progress": "  "}
+
+
+def make_nodes(config: Config) -> dict:
+    from ..nodes import make_node
+
+    return {n.name: make_node(n) for n in config.nodes}
+
+
+class _Printer:
+    def __init__(self, stream=sys.stderr) -> None:
+        self.stream = stream
+        self._last_progress = 0.0
+
+    def __call__(self, ev: ActionEvent) -> None:
+        if ev.status == "started":
+            return  # the outcome line follows
+        if ev.status == "progress":
+            # progress lines rewrite themselves on a terminal, and are thinned when piped
+            if self.stream.isatty():
+                self.stream.write(f"\r   {ev.step}: {ev.message}\x1b[K")
+                self.stream.flush()
+                return
+            if ev.ts - self._last_progress < 2.0 and (ev.progress or 0) < 1.0:
+                return
+            self._last_progress = ev.ts
+        elif self.stream.isatty():
+            self.stream.write("\r\x1b[K")
+        node = f"[{ev.node}] " if ev.node else ""
+        msg = ev.message.replace("\n", " ")
+        self.stream.write(f"{MARK.get(ev.status, '  ')} {node}{ev.step}: {msg}\n".rstrip() + "\n")
+        self.stream.flush()
+
+
+def print_result(result: ActionResult, as_json: bool, extra_text: Callable[[ActionResult], str] | None = None,
+                 show_findings: bool = True) -> None:
+    if as_json:
+        print(json.dumps(result.to_json(), indent=2, default=str))
+        return
+    if extra_text:
+        text = extra_text(result)
+        if text:
+            print(text)
+    for f in (result.findings if show_findings else ()):
+        print(f"{f.severity.upper():8} {f.id}: {f.title}")
+        for e in f.evidence[:4]:
+            print(f"         | {e}")
+        if f.advice:
+            print(f"         fix: {f.advice}")
+    print(("OK  " if result.ok else "FAILED  ") + result.summary)
+
+
+async def _run(config: Config, action: Action, args) -> ActionResult:
+    nodes = make_nodes(config)
+    ctx = ActionContext(config, nodes, emit=_Printer(), confirm=cli_confirm,
+                        read_only=bool(getattr(args, "read_only", False)), assume_yes=bool(getattr(args, "yes", False)))
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    except (NotImplementedError, RuntimeError):
+        pass
+    try:
+        return await action.run(ctx)
+    finally:
+        for n in nodes.values():
+            try:
+                await asyncio.wait_for(n.close(), 10)
+            except Exception:
+                pass
+
+
+def run_action(args, make_action: Callable[[Config], Action],
+               extra_text: Callable[[ActionResult], str] | None = None, show_findings: bool = True) -> int:
+    config = load_config(getattr(args, "config", None))
+    action = make_action(config)
+    try:
+        result = asyncio.run(_run(config, action, args))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print("sparktui: cancelled; cleaned up", file=sys.stderr)
+        return 130
+    print_result(result, bool(getattr(args, "json", False)), extra_text, show_findings)
+    return result.exit_code

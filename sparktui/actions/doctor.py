@@ -1,0 +1,253 @@
+"""``doctor``: every preflight check of DESIGN.md ("Doctor checks"), each ok / warn / fail with the
+evidence and the fix.  Read-only: it starts nothing but short probe containers (removed again).
+
+Which image: ``cluster.hybrid_image`` when it exists on the head (what build-image made and
+launch will use), else ``cluster.image``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..nodes.base import Node, NodeError
+from ..probes.image import ImageInfo, ImageNotFound, ImageProbeError, inspect_image, probe_support, run_in_image
+from ..probes.model import ModelInfo, ModelProbeError, probe_model
+from .base import Action, ActionContext, ActionResult
+from .checks import CheckResult, fail, ok, skip, warn, worst
+from .checks.basics import RAY_PORTS, check_clocks, check_docker, check_ports, check_ssh, check_stale_container, check_versions
+from .checks.entrypoint import entrypoint_result
+from .checks.fabric import fabric_results, gather_fabric
+from .checks.fit import fit_results, parse_meminfo
+
+MAX_ALTERNATIVES = 6
+STEP_STATUS = {"ok": "ok", "skip": "ok", "warn": "warn", "fail": "failed"}
+
+
+def model_path_for(ctx: ActionContext, node_name: str) -> str:
+    return ctx.config.node(node_name).model_path or ctx.config.cluster.model_path
+
+
+async def resolve_image(ctx: ActionContext, head: Node) -> str:
+    c = ctx.config.cluster
+    if c.hybrid_image:
+        try:
+            await inspect_image(head, c.hybrid_image)
+            return c.hybrid_image
+        except ImageProbeError:
+            pass
+    return c.image
+
+
+class DoctorAction(Action):
+    name = "doctor"
+    title = "Doctor: preflight checks"
+    mutating = False
+
+    def __init__(self) -> None:
+        self.results: list[CheckResult] = []
+
+    async def _group(self, ctx: ActionContext, step: str, coro) -> list[CheckResult]:
+        async with ctx.step(step) as rec:
+            try:
+                got = await coro
+            except (NodeError, OSError) as exc:
+                got = [skip(step, f"could not run: {exc}")]
+            got = got if isinstance(got, list) else [got]
+            self.results.extend(got)
+            st = worst(got)
+            rec.status = STEP_STATUS[st]
+            bad = [r for r in got if r.status in ("fail", "warn")]
+            rec.message = "; ".join(f"{r.node + ': ' if r.node else ''}{r.title}" for r in (bad or got))[:300]
+            rec.data = {"checks": [r.to_json() for r in got]}
+        return got
+
+    async def execute(self, ctx: ActionContext) -> ActionResult:
+        cfg = ctx.config
+        nodes = [ctx.nodes[n.name] for n in cfg.nodes if n.name in ctx.nodes]
+        head = ctx.nodes[cfg.head.name]
+
+        ssh = await self._group(ctx, "ssh", asyncio.gather(*(check_ssh(n, cfg.node(n.name).backend) for n in nodes)))
+        up = [n for n, r in zip(nodes, ssh) if r.status == "ok"]
+        dock = await self._group(ctx, "docker", asyncio.gather(*(check_docker(n) for n in up)))
+        dup = [n for n, r in zip(up, dock) if r.status == "ok"]
+        head_ok = head in dup
+
+        image = await resolve_image(ctx, head) if head_ok else cfg.cluster.image
+        infos: dict[str, ImageInfo] = {}
+        await self._group(ctx, "image", self._images(dup, image, infos))
+        models: dict[str, ModelInfo] = {}
+        await self._group(ctx, "model", self._models(ctx, up, models))
+        head_model = models.get(head.name) or next(iter(models.values()), None)
+        arch = await self._group(ctx, "architecture", self._architecture(head, image, infos, head_model))
+        await self._group(ctx, "entrypoint", self._entrypoint(head, image, infos))
+        if head_model and any(r.finding == "unsupported_architecture" for r in arch):
+            await self._group(ctx, "other images", self._alternatives(head, image, head_model))
+        await self._group(ctx, "memory", self._memory(ctx, up, head_model))
+        await self._group(ctx, "fabric", self._fabric(ctx))
+        await self._group(ctx, "ports", self._ports(ctx, up))
+        await self._group(ctx, "stale container",
+                          asyncio.gather(*(check_stale_container(n, cfg.cluster.name) for n in dup)))
+        await self._group(ctx, "clocks", check_clocks(up))
+        await self._group(ctx, "versions", check_versions(up))
+
+        fails = [r for r in self.results if r.status == "fail"]
+        warns = [r for r in self.results if r.status == "warn"]
+        findings = [f for f in (r.to_finding() for r in self.results) if f is not None]
+        findings.sort(key=lambda f: 0 if f.severity == "error" else 1)
+        summary = (f"{len(fails)} failed, {len(warns)} warnings, "
+                   f"{sum(r.status == 'ok' for r in self.results)} ok (image {image})")
+        return ActionResult(self.name, not fails, summary, findings=findings,
+                            data={"image": image, "checks": [r.to_json() for r in self.results]})
+
+    async def _images(self, nodes: list[Node], image: str, infos: dict[str, ImageInfo]) -> list[CheckResult]:
+        missing = []
+        for n in nodes:
+            try:
+                infos[n.name] = await inspect_image(n, image)
+            except ImageNotFound:
+                missing.append(n.name)
+        if not infos:
+            return [fail("image_id", f"image {image!r} is on no node", "", [f"docker image inspect {image}: not found"],
+                         "check cluster.image, or build it (`sparktui build-image`) / load it", "image_not_found")]
+        ev = [f"{k}: {v.id[:19]}" for k, v in infos.items()] + [f"{m}: not present" for m in missing]
+        if missing or len({i.id for i in infos.values()}) > 1:
+            return [fail("image_id", f"{image} differs across nodes" if not missing else
+                         f"{image} missing on {', '.join(missing)}", "", ev,
+                         f"`sparktui push-image --image {image}` copies it node-to-node and checks the IDs",
+                         "image_mismatch")]
+        return [ok("image_id", f"same image ID on every node ({next(iter(infos.values())).id[:19]})", "", ev)]
+
+    async def _models(self, ctx: ActionContext, nodes: list[Node], models: dict[str, ModelInfo]) -> list[CheckResult]:
+        out = []
+        for n in nodes:
+            path = model_path_for(ctx, n.name)
+            if not path:
+                out.append(fail("model_path", "no model_path configured", n.name, [],
+                                "set cluster.model_path (host path of the model directory)", "model_path_missing"))
+                continue
+            try:
+                m = await probe_model(n, path)
+            except ModelProbeError as exc:
+                out.append(fail("model_path", str(exc), n.name, [f"path {path!r}"],
+                                "copy the model there on every node (same path; hf-download.sh -c / rsync) "
+                                "or fix model_path", "model_path_missing"))
+                continue
+            models[n.name] = m
+            if not m.architectures:
+                out.append(warn("model_path", "config.json has no `architectures`", n.name, [path], "check the model files",
+                                "model_path_missing"))
+                continue
+            size = f"{m.total_bytes / (1 << 30):.1f} GiB ({m.size_source})" if m.total_bytes else "size unknown"
+            out.append(ok("model_path", f"{path}: {', '.join(m.architectures)} / {m.model_type or '?'}, {size}", n.name))
+        return out
+
+    async def _architecture(self, head: Node, image: str, infos: dict, model: ModelInfo | None) -> list[CheckResult]:
+        if model is None or head.name not in infos:
+            return [skip("architecture", "needs the model's config.json and the image on the head")]
+        try:
+            sup = await probe_support(head, image, list(model.architectures), model.model_type)
+        except ImageProbeError as exc:
+            return [fail("architecture", "could not ask the image's vLLM", head.name, [str(exc)],
+                         "check the image has python3 and vllm", "broken_install")]
+        out = []
+        ev = [f"vLLM {sup.vllm_version or '?'} ({sup.registry_path or 'no registry'}), "
+              f"transformers {sup.transformers_version or '?'}", *sup.errors]
+        missing = [a for a, known in sup.architectures.items() if not known]
+        if missing or not sup.architectures:
+            miss = missing or list(model.architectures)
+            out.append(fail("architecture", f"the image's vLLM does not know {', '.join(miss)}", head.name,
+                            ev + [f"Model architectures {miss!r} are not supported for now (what vLLM will say)"],
+                            f"`sparktui build-image` adds {', '.join(miss)} to the registry (cluster.add_architectures "
+                            "names the module/class), or use an image with a newer vLLM", "unsupported_architecture",
+                            data={"missing": miss, "model_type": model.model_type}))
+        if model.model_type and sup.model_type_known is False:
+            out.append(fail("transformers", f"the image's transformers {sup.transformers_version or ''} does not know "
+                            f"model_type {model.model_type!r}".replace("  ", " "), head.name,
+                            ev + [f"The checkpoint you are trying to load has model type `{model.model_type}` but "
+                                  "Transformers does not recognize this architecture"],
+                            "`sparktui build-image` registers the config class; or an image with newer transformers",
+                            "transformers_version_mismatch", data={"model_type": model.model_type}))
+        if not out:
+            out.append(ok("architecture", f"vLLM {sup.vllm_version} knows {', '.join(model.architectures)}; "
+                          f"transformers knows {model.model_type}", head.name, ev))
+        return out
+
+    async def _entrypoint(self, head: Node, image: str, infos: dict) -> list[CheckResult]:
+        info = infos.get(head.name)
+        if info is None:
+            return [skip("entrypoint", "image not on the head")]
+        script = None
+        if info.entrypoint and info.entrypoint[0].startswith("/"):
+            try:  # read the entrypoint script to see whether it passes its arguments on
+                rc, text = await run_in_image(head, image, ["cat"], [info.entrypoint[0]], timeout=60)
+                script = text if rc == 0 else None
+            except ImageProbeError:
+                script = None
+        files, has_ray = None, None
+        try:
+            sup = await probe_support(head, image, [], "")
+            files, has_ray = sup.workdir_files, sup.has_ray
+        except ImageProbeError:
+            pass
+        return entrypoint_result(head.name, info, script, files, has_ray)
+
+    async def _alternatives(self, head: Node, image: str, model: ModelInfo) -> list[CheckResult]:
+        """The launch image lacks the architecture: which other images on the head know it, and
+        could the cluster start run them (their ENTRYPOINT)?  The story's community image."""
+        client = await head.docker()
+        listed = await asyncio.to_thread(lambda: client.api.images())
+        refs = [t for img in sorted(listed, key=lambda i: -i.get("Created", 0))
+                for t in (img.get("RepoTags") or [])[:1] if t and t != "<none>:<none>"]
+        out = []
+        for ref in [r for r in refs if r.split(":")[0] != image.split(":")[0]][:MAX_ALTERNATIVES]:
+            try:
+                sup = await probe_support(head, ref, list(model.architectures), model.model_type)
+                info = await inspect_image(head, ref)
+            except ImageProbeError:
+                continue
+            if not sup.architectures or not all(sup.architectures.values()) or sup.model_type_known is False:
+                continue
+            got = await self._entrypoint(head, ref, {head.name: info})
+            bad = [r for r in got if r.status != "ok"]
+            for r in bad:
+                r.title = f"{ref} knows {', '.join(model.architectures)} but: {r.title}"
+            out.extend(bad or [ok("other images", f"{ref} knows {', '.join(model.architectures)} and starts "
+                                  "as the cluster start expects: consider cluster.image = " + ref, head.name)])
+        return out or [skip("other images", "no other image on the head knows the architecture")]
+
+    async def _memory(self, ctx: ActionContext, nodes: list[Node], model: ModelInfo | None) -> list[CheckResult]:
+        if model is None or not model.total_bytes:
+            return [skip("memory_fit", "model size unknown")]
+        out = []
+        c = ctx.config.cluster
+        for n in nodes:
+            path = ctx.config.node(n.name).meminfo_path
+            try:
+                mi = parse_meminfo((await n.read_file(path)).decode("utf-8", "replace"))
+            except NodeError as exc:
+                out.append(skip("memory_fit", f"cannot read {path}: {exc}", n.name))
+                continue
+            if "MemTotal" not in mi:
+                out.append(skip("memory_fit", f"{path} has no MemTotal", n.name))
+                continue
+            avail = mi.get("MemAvailable", mi.get("MemFree", 0))
+            out.extend(fit_results(n.name, model.total_bytes, model.size_source, c.tensor_parallel,
+                                   mi["MemTotal"], avail, c.gpu_memory_utilization))
+        # one single-node warning is enough when every node says the same
+        singles = [r for r in out if r.check == "memory_fit_single"]
+        if len(singles) > 1:
+            out = [r for r in out if r.check != "memory_fit_single"] + [singles[0]]
+            singles[0].node = ""
+        return out
+
+    async def _fabric(self, ctx: ActionContext) -> list[CheckResult]:
+        found, reach = await gather_fabric(ctx.config, ctx.nodes)
+        return fabric_results(ctx.config, found, reach)
+
+    async def _ports(self, ctx: ActionContext, nodes: list[Node]) -> list[CheckResult]:
+        out = []
+        for n in nodes:
+            ports = [ctx.config.cluster.serve_port, *RAY_PORTS] if n.name == ctx.config.head.name else []
+            if ports:
+                out.append(await check_ports(n, ports))
+        return out or [skip("ports", "no head reachable")]

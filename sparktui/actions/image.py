@@ -1,0 +1,319 @@
+"""``build-image`` (the hybrid image, built through the head node's Docker API) and ``push-image``
+(node-to-node copy, then proof of identical image IDs).
+
+Push design: the SOURCE node runs ``docker save IMG | <byte counter> | ssh TARGET docker load``.
+The bytes go straight from one node to the other over the fabric address (``fabric_ip``, else
+``host``) with the node's own SSH trust (``cluster.peer_ssh_args`` adds options such as ``-i``);
+nothing passes through the operator's machine and nothing is written to disk.  The counter is a
+few lines of Python on the source reporting bytes every half second (the progress bar and MB/s);
+the pipeline runs with ``pipefail`` and reports its exit status, so a failed ``docker load`` (a
+full disk) is seen, and the target is checked to hold no new image afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+from ..nodes.base import Node, NodeError, quote_argv
+from ..probes.image import ImageNotFound, ImageProbeError, inspect_image, probe_support
+from ..probes.model import ModelProbeError, probe_model
+from .base import Action, ActionContext, ActionFailed, ActionResult
+from .checks.entrypoint import passes_args
+from .dockerfile import HybridSpec, build_context, entries_from_model, render_dockerfile
+from ..model import Finding
+
+MB = 1_000_000
+
+# Runs on the source node between `docker save` and `ssh`: copies stdin to stdout, counts bytes.
+RELAY = r'''
+import os, sys, time
+n, last, buf = 0, 0.0, 1 << 20
+while True:
+    chunk = os.read(0, buf)
+    if not chunk:
+        break
+    view = memoryview(chunk)
+    while view:
+        view = view[os.write(1, view):]
+    n += len(chunk)
+    now = time.monotonic()
+    if now - last >= 0.5:
+        last = now
+        os.write(2, b"SPARKTUI-BYTES %d\n" % n)
+os.write(2, b"SPARKTUI-BYTES %d\n" % n)
+'''
+# Constant pipeline; every variable part is a positional argument, never pasted into the script.
+PIPELINE = ('set -o pipefail; img=$1; relay=$2; shift 2; '
+            'docker save "$img" | python3 -u -c "$relay" | ssh "$@"; rc=$?; echo "SPARKTUI-EXIT $rc"')
+
+
+def _finding(id: str, title: str, node: str = "", evidence=(), advice: str = "", severity: str = "error") -> Finding:
+    return Finding(id=id, severity=severity, title=title, source=f"{node}/image" if node else "image",  # type: ignore[arg-type]
+                   evidence=tuple(evidence), advice=advice, node=node)
+
+
+async def image_exists(node: Node, ref: str) -> str | None:
+    try:
+        return (await inspect_image(node, ref)).id
+    except ImageNotFound:
+        return None
+
+
+async def default_image(ctx: ActionContext, node: Node) -> str:
+    c = ctx.config.cluster
+    if c.hybrid_image and await image_exists(node, c.hybrid_image):
+        return c.hybrid_image
+    return c.image
+
+
+def _unix_url(client) -> str:
+    """The unix:// URL a docker client talks to (its base_url reads http+docker://localhost)."""
+    try:
+        sock = client.api.get_adapter("http+docker://localhost").socket_path
+        return "unix://" + sock
+    except Exception:
+        return client.api.base_url
+
+
+class BuildImageAction(Action):
+    name = "build-image"
+    title = "Build the hybrid image"
+    mutating = True
+
+    def __init__(self, base: str | None = None, tag: str | None = None, node: str | None = None) -> None:
+        self.base, self.tag, self.node_name = base, tag, node
+
+    async def execute(self, ctx: ActionContext) -> ActionResult:
+        c = ctx.config.cluster
+        node = ctx.nodes[self.node_name or ctx.config.head.name]
+        base = self.base or c.base_image or c.image
+        tag = self.tag or c.hybrid_image or f"{base.split(':')[0]}-hybrid"
+        findings: list[Finding] = []
+        async with ctx.step("plan", f"{tag} FROM {base} on {node.name}", node=node.name) as rec:
+            try:
+                info = await inspect_image(node, base)
+            except ImageNotFound as exc:
+                findings.append(_finding("image_not_found", str(exc), node.name, [f"base {base}"],
+                                         "check cluster.base_image / --base, or load the image on the head"))
+                rec.status, rec.message = "failed", str(exc)
+                return ActionResult(self.name, False, str(exc), findings=findings)
+            arches, types = c.add_architectures, ()
+            path = ctx.config.node(node.name).model_path or c.model_path
+            model = None
+            if path:
+                try:
+                    model = await probe_model(node, path)
+                except ModelProbeError:
+                    model = None
+            if model is not None:
+                derived_a, types = entries_from_model(model.architectures, model.model_type)
+                if not arches:
+                    sup = await probe_support(node, base, list(model.architectures), model.model_type)
+                    arches = tuple(a for a in derived_a if not sup.architectures.get(a[0], False))
+                    if sup.model_type_known:
+                        types = ()
+            clear = bool(info.entrypoint) and not await self._passes_args(node, base, info.entrypoint)
+            spec = HybridSpec(base=base, tag=tag, architectures=tuple(arches), model_types=tuple(types),
+                              clear_entrypoint=clear)
+            dockerfile = render_dockerfile(spec)
+            rec.data = {"dockerfile": dockerfile}
+            rec.message = (f"adds {', '.join(a for a, _, _ in arches) or 'no architecture'}"
+                           f"{' + config ' + ', '.join(t for t, _ in types) if types else ''}"
+                           f"{'; clears ENTRYPOINT ' + str(list(info.entrypoint)) if clear else ''}")
+        if not await ctx.confirm(f"Build {tag} FROM {base} on {node.name}?", dockerfile):
+            return ActionResult(self.name, False, "not confirmed", findings=findings)
+        image_id = await self._build(ctx, node, spec)
+        async with ctx.step("verify", "ask the new image's vLLM", node=node.name) as rec:
+            if model is not None:
+                sup = await probe_support(node, tag, list(model.architectures), model.model_type)
+                missing = [a for a, k in sup.architectures.items() if not k]
+                if missing or sup.model_type_known is False:
+                    rec.status = "failed"
+                    rec.message = f"still unknown after the patch: {', '.join(missing) or model.model_type}"
+                    findings.append(_finding("unsupported_architecture", rec.message, node.name))
+                    return ActionResult(self.name, False, rec.message, findings=findings,
+                                        data={"image": tag, "id": image_id})
+                rec.message = f"vLLM {sup.vllm_version} knows {', '.join(model.architectures)}"
+            else:
+                rec.status, rec.message = "warn", "no model to check against (model_path unset or missing)"
+        return ActionResult(self.name, True, f"built {tag} ({image_id[:19]}) on {node.name}",
+                            findings=findings, data={"image": tag, "id": image_id, "base": base,
+                                                     "dockerfile": dockerfile})
+
+    async def _passes_args(self, node: Node, image: str, entrypoint) -> bool:
+        from ..probes.image import run_in_image
+
+        if not entrypoint[0].startswith("/"):
+            return False
+        try:
+            rc, text = await run_in_image(node, image, ["cat"], [entrypoint[0]], timeout=60)
+        except ImageProbeError:
+            return False
+        return rc == 0 and passes_args(text)
+
+    async def _build(self, ctx: ActionContext, node: Node, spec: HybridSpec) -> str:
+        import docker
+
+        client = await node.docker()
+        # a client of its own: closing it aborts the build's HTTP stream (the daemon then cancels)
+        api = docker.APIClient(base_url=_unix_url(client), timeout=3600)
+        loop = asyncio.get_running_loop()
+        before = {c["Id"] for c in await asyncio.to_thread(lambda: client.api.containers(all=True))}
+        state = {"id": "", "error": "", "lines": []}
+
+        async def cleanup() -> None:
+            api.close()
+            # intermediate containers of an aborted build (the classic builder's "#(nop)"/RUN steps)
+            for c in await asyncio.to_thread(lambda: client.api.containers(all=True)):
+                if c["Id"] not in before and ("patch_vllm_registry" in c.get("Command", "") or "#(nop)" in c.get("Command", "")):
+                    await asyncio.to_thread(lambda cid=c["Id"]: client.api.remove_container(cid, force=True))
+
+        ctx.on_cleanup(cleanup)
+
+        def run() -> None:
+            ctxfile = build_context(spec)
+            for chunk in api.build(fileobj=ctxfile, custom_context=True, tag=spec.tag, rm=True, forcerm=True,
+                                   decode=True, pull=False):
+                if "error" in chunk:
+                    state["error"] = chunk["error"].strip()
+                elif "aux" in chunk and "ID" in chunk["aux"]:
+                    state["id"] = chunk["aux"]["ID"]
+                text = chunk.get("stream", "")
+                for line in text.splitlines():
+                    if line.strip():
+                        state["lines"].append(line)
+                        loop.call_soon_threadsafe(self._progress, ctx, node, line)
+
+        async with ctx.step("build", f"building {spec.tag} through {node.name}'s Docker API", node=node.name) as rec:
+            try:
+                await asyncio.to_thread(run)
+            except docker.errors.APIError as exc:
+                state["error"] = str(exc.explanation or exc)
+            if state["error"]:
+                rec.status, rec.message = "failed", state["error"][:300]
+                rec.data = {"last_lines": state["lines"][-15:]}
+                raise ActionFailed(f"build failed: {state['error'][:300]}")
+            if not state["id"]:
+                state["id"] = (await inspect_image(node, spec.tag)).id
+            rec.message = f"{spec.tag} = {state['id'][:19]}"
+        return state["id"]
+
+    @staticmethod
+    def _progress(ctx: ActionContext, node: Node, line: str) -> None:
+        frac = None
+        if line.startswith("Step ") and "/" in line:
+            try:
+                n, m = line.split()[1].split("/")
+                frac = (int(n) - 1) / int(m)
+            except ValueError:
+                frac = None
+        ctx.emit("build", "progress", line[:200], progress=frac, node=node.name)
+
+
+class PushImageAction(Action):
+    name = "push-image"
+    title = "Copy the image node-to-node"
+    mutating = True
+
+    def __init__(self, image: str | None = None, source: str | None = None, targets: list[str] | None = None) -> None:
+        self.image, self.source, self.targets = image, source, targets
+
+    def _ssh_args(self, ctx: ActionContext, target: str) -> list[str]:
+        t = ctx.config.node(target)
+        args = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10", *ctx.config.cluster.peer_ssh_args]
+        if t.port:
+            args += ["-p", str(t.port)]
+        if t.user:
+            args += ["-l", t.user]
+        return [*args, t.fabric_ip or t.host, quote_argv(["docker", "load"])]
+
+    async def execute(self, ctx: ActionContext) -> ActionResult:
+        src_name = self.source or ctx.config.head.name
+        src = ctx.nodes[src_name]
+        targets = self.targets or [n.name for n in ctx.config.nodes if n.name != src_name]
+        for t in targets:
+            if t not in ctx.nodes:
+                raise ActionFailed(f"unknown target node {t!r}")
+        image = self.image or await default_image(ctx, src)
+        findings: list[Finding] = []
+        async with ctx.step("inspect", f"{image} on {src_name}", node=src_name) as rec:
+            try:
+                info = await inspect_image(src, image)
+            except ImageNotFound as exc:
+                rec.status, rec.message = "failed", str(exc)
+                findings.append(_finding("image_not_found", str(exc), src_name, [], "build or load it on the source first"))
+                return ActionResult(self.name, False, str(exc), findings=findings)
+            before = {t: await image_exists(ctx.nodes[t], image) for t in targets}
+            todo = [t for t in targets if before[t] != info.id]
+            rec.message = (f"{info.id[:19]}, {info.size / MB:.0f} MB; "
+                           + (f"to copy to {', '.join(todo)}" if todo else "already identical everywhere"))
+        if todo and not await ctx.confirm(f"Copy {image} ({info.size / MB:.0f} MB) from {src_name} to {', '.join(todo)}?",
+                                          "streamed node-to-node: docker save | ssh TARGET docker load"):
+            return ActionResult(self.name, False, "not confirmed")
+        rates = {}
+        for t in todo:
+            rates[t] = await self._push_one(ctx, src, t, image, info.size, before[t], findings)
+        async with ctx.step("verify", "image IDs on every node") as rec:
+            ids = {src_name: info.id}
+            for t in targets:
+                ids[t] = await image_exists(ctx.nodes[t], image) or "(missing)"
+            rec.data = {"ids": ids}
+            if len(set(ids.values())) != 1:
+                rec.status = "failed"
+                rec.message = "; ".join(f"{k}: {v[:19]}" for k, v in ids.items())
+                findings.append(_finding("image_mismatch", f"{image} differs across nodes", "",
+                                         [f"{k}: {v}" for k, v in ids.items()], "run push-image again"))
+                return ActionResult(self.name, False, rec.message, findings=findings, data={"ids": ids, "rates": rates})
+            rec.message = f"identical on {', '.join(ids)}: {info.id[:19]}"
+        return ActionResult(self.name, True, f"{image} identical on every node ({info.id[:19]})",
+                            findings=findings, data={"image": image, "id": info.id, "ids": ids,
+                                                     "mb_per_s": rates})
+
+    async def _push_one(self, ctx: ActionContext, src: Node, target: str, image: str, size: int,
+                        had: str | None, findings: list[Finding]) -> float:
+        token = f"sparktui-push-{uuid.uuid4().hex[:12]}"  # $0 of the pipeline: lets cleanup find exactly it
+        argv = ["bash", "-c", PIPELINE, token, image, RELAY, *self._ssh_args(ctx, target)]
+
+        async def kill_pipeline() -> None:
+            try:
+                await src.run(["pkill", "-f", token], timeout=15)
+            except NodeError:
+                pass
+
+        async with ctx.step(f"push {target}", f"{src.name} -> {target}", node=target) as rec:
+            t0, sent, rc, tail = time.monotonic(), 0, None, []
+            try:
+                async for raw in src.stream(argv):
+                    line = raw.decode("utf-8", "replace")
+                    if line.startswith("SPARKTUI-BYTES "):
+                        sent = int(line.split()[1])
+                        dt = max(1e-6, time.monotonic() - t0)
+                        ctx.emit(f"push {target}", "progress",
+                                 f"{sent / MB:,.0f} / {size / MB:,.0f} MB  {sent / MB / dt:,.0f} MB/s",
+                                 progress=min(1.0, sent / size) if size else None, node=target)
+                    elif line.startswith("SPARKTUI-EXIT "):
+                        rc = int(line.split()[1])
+                    elif line.strip():
+                        tail.append(line)
+            except asyncio.CancelledError:
+                await asyncio.shield(kill_pipeline())
+                raise
+            dt = max(1e-6, time.monotonic() - t0)
+            rate = sent / MB / dt
+            if rc != 0:
+                now = await image_exists(ctx.nodes[target], image)
+                left = "nothing new on the target" if now == had else f"target now has {now}"
+                why = next((l for l in reversed(tail) if "space" in l.lower() or "error" in l.lower()), tail[-1] if tail else "")
+                rec.status = "failed"
+                rec.message = f"copy to {target} failed (exit {rc}): {why[:200]}; {left}"
+                rec.data = {"last_lines": tail[-10:]}
+                advice = ("free space in the target's Docker data root (docker system prune, or a bigger disk)"
+                          if "space" in why.lower() else
+                          "check that the source can `ssh TARGET docker load` without a prompt (cluster.peer_ssh_args)")
+                findings.append(_finding("image_push_failed", rec.message, target, tail[-5:], advice))
+                raise ActionFailed(rec.message)
+            rec.message = f"{sent / MB:,.0f} MB in {dt:.1f} s = {rate:,.0f} MB/s"
+            rec.data = {"bytes": sent, "seconds": round(dt, 3), "mb_per_s": round(rate, 1)}
+        return rate

@@ -1,0 +1,251 @@
+"""The live hang investigation: evidence from every node at once, twice, then the verdict.
+
+Round 1 (all nodes in parallel): workers and their env/threads/libnccl (one /proc probe), RAS,
+GPU CSV x3, py-spy per worker, log heads/tails, container settings, fabric checks, kernel log.
+Round 2, ``interval`` seconds after round 1 began: workers (alive? threads), RAS, GPU, py-spy,
+logs again.  Then the pure rules (diagnosis/verdict.py) decide.  Each item is emitted as an
+ActionEvent the moment it arrives, so the screen and ``--json`` show progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import Any
+
+from ..diagnosis.evidence import Evidence, NodeEvidence, Sample, Worker, write_bundle
+from ..diagnosis.facts import patterns
+from ..diagnosis.verdict import Verdict, decide
+from ..model import Finding
+from ..probes import pyspy as pyspy_probe
+from ..probes import workers as probe
+from .base import Action, ActionContext, ActionResult
+from .prearm import run_dir as default_run_dir
+
+DEFAULT_INTERVAL = 25.0
+
+
+class Investigate(Action):
+    name = "investigate"
+    title = "Investigate a hang"
+    mutating = False
+
+    def __init__(self, *, interval: float = DEFAULT_INTERVAL, bundle: str | None = None, gpu_samples: int = 3,
+                 use_pyspy: bool = True, run_dir: str | None = None) -> None:
+        self.interval = interval
+        self.bundle = bundle
+        self.gpu_samples = gpu_samples
+        self.use_pyspy = use_pyspy
+        self.run_dir = run_dir
+        self.evidence: Evidence | None = None
+        self.verdict: Verdict | None = None
+
+    # ------------------------------------------------------------------ one node, one round
+    async def _round(self, ctx: ActionContext, ev: Evidence, n: NodeEvidence, rnd: int) -> None:
+        node = ctx.nodes.get(n.node)
+        if node is None:
+            n.reachable, n.error = False, "no handle for this node"
+            return
+        t = round(time.time() - ev.started)
+        step = f"round {rnd + 1}"
+        emit = lambda status, msg: ctx.emit(step, status, msg, node=n.node)  # noqa: E731
+        try:
+            data = await probe.scan(node, run_dir=self.run_dir or "",
+                                    pids=[w.pid for w in n.workers] if rnd and n.workers else None)
+        except probe.ProbeError as exc:
+            if rnd == 0:
+                n.reachable, n.error = False, str(exc)
+            n.notes.append(f"round {rnd + 1}: {exc}")
+            emit("warn", f"workers: {exc}")
+            return
+        n.hostname = data.get("hostname", n.hostname)
+        found = probe.workers_from_scan(data)
+        if rnd == 0:
+            n.workers = found
+            for log in data.get("run_dir_logs", []):
+                if log.get("pid") and not any(w.pid == log["pid"] for w in n.workers):
+                    # a rank that left only its NCCL debug file: known to have existed, now gone
+                    n.workers.append(Worker(pid=log["pid"], alive=bool(log.get("alive")), log_files=[log["path"]]))
+                elif log.get("pid"):
+                    w = next(w for w in n.workers if w.pid == log["pid"])
+                    if log["path"] not in w.log_files:
+                        w.log_files.append(log["path"])
+            if data.get("env_denied") and not any(w.env for w in n.workers):
+                n.notes.append(f"{data['env_denied']} processes' environ unreadable (run as the workers' user or root)")
+        else:
+            alive = {w.pid: w.alive for w in found}
+            for w in n.workers:
+                if w.pid in alive:
+                    w.alive = alive[w.pid]
+        emit("progress", "workers: " + (", ".join(f"{w.label} pid {w.pid}{'' if w.alive else ' (gone)'}"
+                                                  for w in n.workers) or "none found"))
+        n.threads.append(Sample(t, probe.threads_text(data)))
+        live = [w for w in n.workers if w.alive]
+        jobs = [self._ras(n, node, t, emit), self._gpu(n, node, t, emit), self._logs(ctx, n, node, rnd, emit)]
+        if self.use_pyspy:
+            jobs += [self._pyspy(n, node, w, t, emit) for w in live]
+        if rnd == 0:
+            jobs += [self._containers(n, node, emit), self._fabric(ctx, ev, n, node, emit), self._dmesg(n, node)]
+            if not ctx.read_only:
+                for w in live:
+                    if w.env.get("NCCL_PROXY_DUMP_SIGNAL") == "10":
+                        jobs.append(probe.proxy_dump(node, w.pid))
+        await asyncio.gather(*jobs)
+
+    async def _ras(self, n, node, t, emit) -> None:
+        raw = await probe.ras_status(node, fmt="json")
+        from ..diagnosis import ras as ras_parse
+
+        st = ras_parse.parse(raw)
+        if st.ok and st.format == "json" or not st.ok and "refused JSON" not in raw:
+            n.ras.append(Sample(t, raw, "json" if st.format == "json" else "text"))
+        if st.ok and st.format != "json" or "refused JSON" in raw:
+            raw = await probe.ras_status(node, fmt="text")
+            st = ras_parse.parse(raw)
+            n.ras.append(Sample(t, raw, "text"))
+        if st.ok:
+            counts = "; ".join(", ".join(f"rank {r.rank}: {r.total}" for r in c.ranks) for c in st.comms if c.ranks)
+            emit("progress", f"RAS: {len(st.comms)} communicator(s) {counts}".strip())
+        else:
+            emit("info", f"RAS: no answer ({st.error[:120]})")
+
+    async def _gpu(self, n, node, t, emit) -> None:
+        texts = []
+        for i in range(self.gpu_samples):
+            texts.append(await probe.gpu_csv(node))
+            if i + 1 < self.gpu_samples:
+                await asyncio.sleep(1.0)
+        text = "".join(texts)
+        n.gpu.append(Sample(t, text))
+        if text.startswith("###"):
+            emit("info", "GPU: " + texts[-1].strip("# \n")[:120])
+        else:
+            rows = [l for l in texts[-1].splitlines()[1:] if l.strip()]
+            emit("progress", "GPU: " + " | ".join(rows)[:200])
+
+    async def _pyspy(self, n, node, w: Worker, t, emit) -> None:
+        out, err = await pyspy_probe.dump(node, w.pid)
+        key = f"rank {w.rank}" if w.rank is not None else f"pid {w.pid}"
+        if out:
+            n.pyspy.append(Sample(t, out, key))
+            from ..diagnosis import pyspy as pp
+
+            d = pp.parse(out)
+            emit("progress", f"py-spy {key}: {pp.where(d)} in {pp.top_frame(d) or '?'}")
+        else:
+            n.notes.append(f"py-spy {key}: {err}")
+            emit("info", f"py-spy {key}: {err}")
+
+    async def _logs(self, ctx, n, node, rnd, emit) -> None:
+        paths: dict[str, str] = {}
+        for w in n.workers:
+            for i, p in enumerate(w.log_files):
+                key = (f"rank {w.rank}" if w.rank is not None else f"pid {w.pid}") + ("" if i == 0 else f" {i}")
+                if i:
+                    key = p.rsplit("/", 1)[-1]
+                paths[p] = key
+        try:
+            files = await probe.tail(node, list(paths))
+        except probe.ProbeError as exc:
+            n.notes.append(f"logs: {exc}")
+            files = {}
+        logs: dict[str, list[str]] = {}
+        for path, info in files.items():
+            if "lines" in info:
+                logs.setdefault(paths[path], []).extend(info["lines"])
+        for cid in sorted({w.container for w in n.workers if w.container}):
+            lines = await probe.container_logs(node, cid)
+            if lines:
+                logs[f"container {cid[:12]}"] = lines
+        if rnd:
+            prog = patterns()["progress"]
+            for key, lines in logs.items():
+                before = [l for l in n.logs.get(key, []) if prog.search(l)]
+                after = [l for l in lines if prog.search(l)]
+                grew = len(after) - (after.index(before[-1]) + 1) if before and before[-1] in after else len(after) if (
+                    after and (not before or before[-1] != after[-1])) else 0
+                n.log_growth[key] = max(0, grew)
+        n.logs.update(logs)
+        emit("progress", f"logs: {len(logs)} source(s), last lines read")
+
+    async def _containers(self, n, node, emit) -> None:
+        for cid in sorted({w.container for w in n.workers if w.container}):
+            s = await probe.container_settings(node, cid)
+            n.containers[cid] = s
+            emit("progress", f"container {s.get('Name') or cid[:12]}: network {s.get('NetworkMode')}, ipc "
+                 f"{s.get('IpcMode')}, shm {s.get('ShmSize')}")
+
+    async def _fabric(self, ctx, ev, n, node, emit) -> None:
+        peers = [c for c in ctx.config.nodes if c.name != n.node and c.fabric_ip]
+        checks = await asyncio.gather(*(probe.ping_mtu(node, c.fabric_ip) for c in peers))
+        targets = sorted({f"{w.env['MASTER_ADDR']}:{w.env['MASTER_PORT']}" for w in n.workers
+                          if w.env.get("MASTER_ADDR") and w.env.get("MASTER_PORT") and w.alive})
+        try:
+            conns = await probe.connect(node, targets)
+        except probe.ProbeError as exc:
+            conns = [{"target": t, "ok": None, "detail": str(exc)} for t in targets]
+        n.fabric = list(checks) + [{"check": "tcp_connect", **c} for c in conns]
+        for c in n.fabric:
+            emit("progress" if c.get("ok") else "warn",
+                 f"{c['check']} {c['target']}: {'ok' if c.get('ok') else 'FAILED'} {c.get('detail', '')}".strip()[:200])
+
+    async def _dmesg(self, n, node) -> None:
+        n.dmesg = await probe.kernel_log(node)
+
+    # ------------------------------------------------------------------ the workflow
+    async def execute(self, ctx: ActionContext) -> ActionResult:
+        cfg = ctx.config
+        self.run_dir = self.run_dir or default_run_dir(cfg)
+        ev = Evidence(nodes=[NodeEvidence(node=c.name) for c in cfg.nodes if c.name in ctx.nodes],
+                      interval=self.interval, source="live",
+                      fabric_ips={c.name: c.fabric_ip for c in cfg.nodes if c.fabric_ip},
+                      expected_hcas={c.name: list(c.ib_hcas) for c in cfg.nodes if c.ib_hcas})
+        self.evidence = ev
+        timings: dict[str, float] = {}
+        async with ctx.step("round 1", f"evidence from {len(ev.nodes)} node(s) at once"):
+            await asyncio.gather(*(self._round(ctx, ev, n, 0) for n in ev.nodes))
+        timings["round1_s"] = round(time.time() - ev.started, 2)
+        if any(w.alive for n in ev.nodes for w in n.workers):
+            wait = max(0.0, ev.started + self.interval - time.time())
+            async with ctx.step("round 2", f"again {self.interval:.0f} s after the first (frozen or moving?)"):
+                if wait:
+                    ctx.emit("round 2", "progress", f"waiting {wait:.0f} s", progress=0.0)
+                    await asyncio.sleep(wait)
+                await asyncio.gather(*(self._round(ctx, ev, n, 1) for n in ev.nodes if n.reachable))
+        else:
+            ctx.emit("round 2", "info", "skipped: no live worker to watch twice")
+        ev.finished = time.time()
+        timings["gather_s"] = round(ev.finished - ev.started, 2)
+        async with ctx.step("verdict") as rec:
+            verdict = decide(ev)
+            self.verdict = verdict
+            rec.message = f"{verdict.rule}: {verdict.title} (confidence {verdict.confidence:.2f})"
+            rec.status = "warn" if verdict.problem else "ok"
+        timings["total_s"] = round(time.time() - ev.started, 2)
+        data: dict[str, Any] = {"verdict": verdict.to_json(), "timings": timings,
+                                "nodes": {n.node: {"reachable": n.reachable, "error": n.error, "notes": n.notes,
+                                                   "workers": [{"pid": w.pid, "rank": w.rank, "alive": w.alive}
+                                                               for w in n.workers]} for n in ev.nodes}}
+        if self.bundle:
+            async with ctx.step("bundle", self.bundle):
+                write_bundle(ev, self.bundle, verdict={**verdict.to_json(), "timings": timings})
+            data["bundle"] = self.bundle
+        return ActionResult(self.name, ok=not verdict.problem, summary=f"{verdict.title}: {verdict.next_action}",
+                            findings=verdict_findings(verdict), data=data)
+
+
+def verdict_findings(v: Verdict) -> list[Finding]:
+    """The verdict in the shared Finding vocabulary (first the cause, then R7 items)."""
+    out = []
+    ev_lines = tuple(f"{node}: {line}" for node, lines in v.evidence.items() for line in lines)
+    for i, fid in enumerate(v.finding_ids):
+        out.append(Finding(id=fid, severity="error", title=v.title, source="investigate",
+                           evidence=ev_lines if i == 0 else (), advice=v.next_action))
+    for item in v.latent:
+        out.append(Finding(id=item["id"], severity=item.get("severity", "warning"), title=item["title"],
+                           source="investigate", evidence=tuple(item.get("evidence", [])), advice=item.get("advice", "")))
+    return out
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")

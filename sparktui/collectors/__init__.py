@@ -1,0 +1,141 @@
+"""Event sources for real nodes (ssh, local): reachability, containers + logs, memory, GPU, links.
+
+``NodeCollectors`` keeps one node connected forever: on loss it reports
+``NodeReachability(reachable=False, since, retry_in)`` and reconnects with exponential backoff
+(0.5 s doubling to 10 s; a cheap TCP probe of the SSH port cuts the wait short once the node is
+back).  While connected it runs the samplers and the Docker watch side by side; log cursors live
+here, so streams resume where they stopped after any reconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from ..model import NodeReachability
+from ..nodes.base import HostKeyError, NodeError
+from .docker_watch import DockerWatch, LogState
+from .samplers import GpuLoop, links_loop, memory_loop
+
+if TYPE_CHECKING:
+    from ..config import Config, NodeConfig
+    from ..nodes.base import Node
+
+log = logging.getLogger(__name__)
+BACKOFF_MIN, BACKOFF_MAX = 0.5, 10.0
+
+
+@dataclass(frozen=True)
+class Intervals:
+    memory: float = 1.0
+    gpu: float = 2.0
+    gpu_apps: float = 10.0
+    links: float = 30.0
+    reconcile: float = 30.0
+
+
+class NodeCollectors:
+    def __init__(self, node: "Node", node_cfg: "NodeConfig", config: "Config | None" = None,
+                 intervals: Intervals | None = None) -> None:
+        self.node = node
+        self.cfg = node_cfg
+        self.config = config
+        self.node_name = node_cfg.name
+        self.intervals = intervals or Intervals()
+        self.logs = LogState()
+        self.docker: DockerWatch | None = None
+        self._tasks: list[asyncio.Task] = []
+
+    async def run(self, emit: Callable[[object], None]) -> None:
+        backoff = BACKOFF_MIN
+        down_since: float | None = None
+        backend = self.cfg.backend
+        while True:
+            try:
+                await self.node.connect()
+            except HostKeyError as exc:
+                error, delay = str(exc), BACKOFF_MAX  # needs a person: no point retrying fast
+            except NodeError as exc:
+                error, delay = str(exc), backoff
+            else:
+                backoff = BACKOFF_MIN
+                down_since = None
+                emit(NodeReachability(node=self.node_name, reachable=True, backend=backend))
+                reason = await self._connected(emit)
+                down_since = time.time()
+                emit(NodeReachability(node=self.node_name, reachable=False, since=down_since, error=reason,
+                                      retry_in=0.0, backend=backend))
+                continue
+            down_since = down_since or time.time()
+            emit(NodeReachability(node=self.node_name, reachable=False, since=down_since, error=error,
+                                  retry_in=delay, backend=backend))
+            await self._wait_retry(delay)
+            backoff = min(backoff * 2, BACKOFF_MAX)
+
+    async def _connected(self, emit) -> str:
+        """Run every loop until the connection is lost; return why."""
+        iv = self.intervals
+        self.docker = DockerWatch(self.node, self.node_name, emit, self.logs, iv.reconcile)
+        self._tasks = [
+            asyncio.create_task(memory_loop(self.node, self.node_name, emit, iv.memory), name="memory"),
+            asyncio.create_task(GpuLoop(self.node, self.node_name, emit, iv.gpu, iv.gpu_apps).run(), name="gpu"),
+            asyncio.create_task(links_loop(self.node, self.node_name, emit, iv.links), name="links"),
+            asyncio.create_task(self.docker.run(), name="docker"),
+        ]
+        wait_lost = getattr(self.node, "wait_lost", None)
+        lost = asyncio.create_task(wait_lost() if wait_lost else asyncio.Event().wait(), name="lost")
+        try:
+            pending = set(self._tasks) | {lost}
+            while True:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                if lost in done:
+                    return getattr(self.node, "last_error", None) or "connection lost"
+                for t in done:
+                    exc = t.exception()
+                    if isinstance(exc, NodeError):
+                        # a sampler's channel failed: if the connection is really gone, `lost` fires
+                        # at once; otherwise treat it as lost ourselves and reconnect
+                        if not getattr(self.node, "connected", True):
+                            return str(exc)
+                        await self.node.close()
+                        return str(exc)
+                    if exc is not None:
+                        log.error("%s: %s sampler failed: %r", self.node_name, t.get_name(), exc)
+        finally:
+            lost.cancel()
+            for t in self._tasks:
+                t.cancel()
+            await asyncio.gather(*self._tasks, lost, return_exceptions=True)
+            if self.docker is not None:
+                await self.docker.close()
+            self._tasks = []
+
+    async def _wait_retry(self, delay: float) -> None:
+        """Sleep ``delay`` but wake early when the node's SSH port accepts connections again."""
+        if self.cfg.backend != "ssh":
+            await asyncio.sleep(delay)
+            return
+        end = time.monotonic() + delay
+        while (left := end - time.monotonic()) > 0:
+            if await _port_open(self.cfg.host, self.cfg.port or 22, min(left, 0.5)):
+                return
+            await asyncio.sleep(min(left, 0.5))
+
+    async def close(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        if self.docker is not None:
+            await self.docker.close()
+        await self.node.close()
+
+
+async def _port_open(host: str, port: int, timeout: float) -> bool:
+    try:
+        _, w = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    w.close()
+    return True

@@ -1,0 +1,192 @@
+"""Containers of one node: the Docker events stream for changes, a slow reconcile poll for the full
+picture, and a log follower per container (resumed from its cursor after any break).
+
+The docker SDK is synchronous: short calls go through ``asyncio.to_thread``; the two kinds of
+endless streams (events, logs) get their own threads (``start_thread``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable
+
+from ..logs.follow import LogCursor, LogFollower, start_thread
+from ..model import ContainerChanged, ContainerInfo, ContainersSnapshot, ContainerState
+from ..probes.containers import STATE_ACTIONS, from_inspect, removed
+
+log = logging.getLogger(__name__)
+Emit = Callable[[object], None]
+BACKOFF_MIN, BACKOFF_MAX = 0.5, 10.0
+_END = object()
+
+
+class LogState:
+    """Log cursors that outlive connections: keyed by container id; line numbers run per name."""
+
+    def __init__(self) -> None:
+        self.cursors: dict[str, LogCursor] = {}
+        self.last_seq: dict[str, int] = {}
+        self.complete: set[str] = set()  # stopped containers whose log was read to its end
+
+    def cursor(self, cid: str, name: str) -> LogCursor:
+        c = self.cursors.get(cid)
+        if c is None:
+            c = self.cursors[cid] = LogCursor()
+            c.seq = self.last_seq.get(name, 0)
+        return c
+
+
+class DockerWatch:
+    def __init__(self, node, name: str, emit: Emit, logs: LogState, reconcile_interval: float = 30.0) -> None:
+        self.node, self.name, self.emit, self.logs = node, name, emit, logs
+        self.reconcile_interval = reconcile_interval
+        self.known: dict[str, ContainerInfo] = {}
+        self.followers: dict[str, asyncio.Task] = {}
+        self.unfollowable: set[str] = set()
+        self._client: Any = None
+        self._events: Any = None
+        self.error: str | None = None  # why the Engine is not reachable right now
+
+    async def run(self) -> None:
+        backoff = BACKOFF_MIN
+        while True:
+            try:
+                self._client = await self.node.docker()
+                self.error = None
+                backoff = BACKOFF_MIN
+                await self._session()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # dockerd down/restarting, socket gone: keep trying
+                self.error = _short(exc)
+                log.info("%s: docker: %s", self.name, self.error)
+            finally:
+                self._stop_streams()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX)
+
+    async def _session(self) -> None:
+        client = self._client
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+        # subscribe first, then list: a change between the two shows up as an event
+        self._events = await asyncio.to_thread(
+            client.api.events, since=int(time.time()) - 1, decode=True, filters={"type": "container"})
+
+        def read_events() -> None:
+            try:
+                for ev in self._events:
+                    loop.call_soon_threadsafe(queue.put_nowait, ev)
+            finally:
+                loop.call_soon_threadsafe(queue.put_nowait, _END)
+
+        reader = start_thread(read_events, f"events-{self.name}")
+        await self._reconcile()
+        try:
+            while True:
+                try:
+                    ev = await asyncio.wait_for(queue.get(), self.reconcile_interval)
+                except asyncio.TimeoutError:
+                    await self._reconcile()
+                    continue
+                if ev is _END:
+                    break
+                await self._on_event(ev)
+            await reader  # re-raise why the stream ended
+            raise ConnectionError("docker events stream ended")
+        finally:
+            reader.cancel()
+
+    async def _reconcile(self) -> None:
+        conts = await asyncio.to_thread(self._client.containers.list, all=True)
+        infos = [from_inspect(c.attrs) for c in conts]
+        current = {i.id: i for i in infos}
+        for cid, old in self.known.items():
+            if cid not in current and old.state is not ContainerState.REMOVED:
+                self.emit(ContainerChanged(node=self.name, container=removed(old)))
+        self.known = current
+        self.emit(ContainersSnapshot(node=self.name, containers=tuple(infos)))
+        for info in infos:
+            # a follower per container: running ones stream, stopped ones catch up and end
+            if info.state is ContainerState.RUNNING or info.id not in self.logs.complete:
+                self._ensure_follower(info)
+
+    async def _on_event(self, ev: dict) -> None:
+        action = str(ev.get("Action") or ev.get("status") or "").split(":")[0]
+        cid = ev.get("id") or (ev.get("Actor") or {}).get("ID")
+        if action not in STATE_ACTIONS or not cid:
+            return
+        if action == "destroy":
+            old = self.known.pop(cid, None)
+            if old is not None:
+                self.emit(ContainerChanged(node=self.name, container=removed(old)))
+            return
+        try:
+            attrs = await asyncio.to_thread(self._client.api.inspect_container, cid)
+        except Exception as exc:  # removed in between (--rm): the destroy event follows
+            log.debug("%s: inspect %s: %s", self.name, cid[:12], exc)
+            return
+        info = from_inspect(attrs)
+        self.known[cid] = info
+        self.emit(ContainerChanged(node=self.name, container=info))
+        if action in ("start", "restart", "create"):
+            self.logs.complete.discard(cid)
+            self._ensure_follower(info)
+
+    def _ensure_follower(self, info: ContainerInfo) -> None:
+        t = self.followers.get(info.id)
+        if (t is not None and not t.done()) or info.id in self.unfollowable:
+            return
+        cursor = self.logs.cursor(info.id, info.name)
+        f = LogFollower(self.name, info.name, info.id, cursor, self.emit)
+        task = asyncio.create_task(self._follow(f, info), name=f"logs-{self.name}-{info.name}")
+        self.followers[info.id] = task
+
+    async def _follow(self, f: LogFollower, info: ContainerInfo) -> None:
+        import docker
+
+        try:
+            await f.run(self._client)
+        except asyncio.CancelledError:
+            raise
+        except docker.errors.APIError as exc:
+            if exc.status_code in (400, 501):  # e.g. a logging driver that cannot be read back
+                self.unfollowable.add(info.id)
+            log.info("%s: logs of %s: %s", self.name, info.name, _short(exc))
+            return
+        except Exception as exc:  # the stream broke; the session notices and reconnects
+            log.info("%s: logs of %s: %s", self.name, info.name, _short(exc))
+            return
+        finally:
+            self.logs.last_seq[info.name] = f.cursor.seq
+        # ended cleanly: the container stopped (log complete), or it restarted before we noticed
+        try:
+            latest = from_inspect(await asyncio.to_thread(self._client.api.inspect_container, info.id))
+        except Exception:
+            return  # gone, or the Engine went away: the next session decides
+        if latest.state is ContainerState.RUNNING:
+            self.followers.pop(info.id, None)
+            self._ensure_follower(latest)
+        else:
+            self.logs.complete.add(info.id)
+
+    def _stop_streams(self) -> None:
+        ev, self._events = self._events, None
+        if ev is not None:
+            try:
+                ev.close()
+            except Exception:
+                pass
+        for t in self.followers.values():
+            t.cancel()
+        self.followers.clear()
+
+    async def close(self) -> None:
+        self._stop_streams()
+
+
+def _short(exc: BaseException) -> str:
+    s = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return s[:200]

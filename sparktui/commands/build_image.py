@@ -1,0 +1,10 @@
+"""`sparktui build-image [--base IMG] [--tag TAG] [--node N] [--yes] [--json]`."""
+
+from __future__ import annotations
+
+
+def run(args) -> int:
+    from ..actions.cli_runner import run_action
+    from ..actions.image import BuildImageAction
+
+    return run_action(args, lambda _c: BuildImageAction(base=args.base, tag=args.tag, node=args.node))

@@ -1,0 +1,27 @@
+"""`sparktui demo`: the TUI on the embedded simulated cluster (no hardware, network or Docker)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def run(args) -> int:
+    from ..config import demo_config
+
+    try:
+        from ..sim import SimCluster
+    except ImportError as exc:
+        print(f"sparktui: the demo cluster is not available in this build ({exc})", file=sys.stderr)
+        return 2
+    from ..tui.boot import make_engine, run_app
+
+    scenario = getattr(args, "scenario", "healthy") or "healthy"
+    speed = float(getattr(args, "speed", 1.0) or 1.0)
+    if speed <= 0:
+        print("sparktui: --speed must be > 0", file=sys.stderr)
+        return 2
+    config = demo_config()
+    sim = SimCluster(config, scenario, speed)
+    engine = make_engine(config, sim.sources(), "demo", {"scenario": scenario, "speed": speed})
+    nodes = lambda: {n.name: sim.node(n.name) for n in config.nodes}  # noqa: E731
+    return run_app(engine, args, nodes=nodes, subtitle=f"demo · {scenario}" + (f" · ×{speed:g}" if speed != 1 else ""))

@@ -1,0 +1,33 @@
+"""`sparktui doctor [--json]`: preflight checks; exit 0 no failures, 1 failures."""
+
+from __future__ import annotations
+
+from ..actions.base import ActionResult
+
+ICON = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
+
+
+def _table(result: ActionResult) -> str:
+    lines = []
+    for c in result.data.get("checks", []):
+        node = f"[{c['node']}] " if c["node"] else ""
+        lines.append(f"{ICON[c['status']]}  {c['check']:<18} {node}{c['title']}")
+        if c["status"] in ("warn", "fail"):
+            lines += [f"      | {e}" for e in c["evidence"][:4]]
+            if c["fix"]:
+                lines.append(f"      fix: {c['fix']}")
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    from ..actions.cli_runner import run_action
+    from ..actions.doctor import DoctorAction
+
+    def text(result: ActionResult) -> str:
+        return _table(result)
+
+    # findings are already in the table: print only the table and the summary in text mode
+    def make(_config):
+        return DoctorAction()
+
+    return run_action(args, make, extra_text=text, show_findings=False)

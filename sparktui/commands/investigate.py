@@ -1,0 +1,104 @@
+"""``sparktui investigate``: live hang investigation (or ``--offline DIR``).  No Textual needed.
+
+Exit 0 healthy (or nothing running), 1 problem found, 2 usage/config/bundle error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+
+def _print_verdict(name: str, v, out=sys.stdout) -> None:
+    head = f"[{name}] " if name else ""
+    print(f"{head}{v.rule}: {v.title}  (confidence {v.confidence:.2f})", file=out)
+    if v.finding_ids:
+        print(f"  findings: {', '.join(v.finding_ids)}", file=out)
+    for node, lines in v.evidence.items():
+        for line in lines:
+            print(f"  {node:>10} | {line}", file=out)
+    for item in v.latent:
+        print(f"  R7 {item['id']}: {item['title']}", file=out)
+        for line in item.get("evidence", [])[:4]:
+            print(f"       {line}", file=out)
+    print(f"  next: {v.next_action}", file=out)
+
+
+def offline(args) -> int:
+    from ..diagnosis.evidence import BundleError, read_bundle
+    from ..diagnosis.verdict import decide
+
+    try:
+        groups = read_bundle(args.offline)
+    except (BundleError, OSError, ValueError) as exc:
+        print(f"sparktui: investigate --offline: {exc}", file=sys.stderr)
+        return 2
+    verdicts = [(name, decide(ev)) for name, ev in groups]
+    if args.json:
+        if len(verdicts) == 1:
+            print(json.dumps({"source": str(args.offline), "verdict": verdicts[0][1].to_json()}, indent=2))
+        else:
+            print(json.dumps({"source": str(args.offline),
+                              "bundles": [{"name": n, "verdict": v.to_json()} for n, v in verdicts]}, indent=2))
+    else:
+        for name, v in verdicts:
+            _print_verdict(name if len(verdicts) > 1 else "", v)
+    return 1 if any(v.problem for _, v in verdicts) else 0
+
+
+async def _live(args) -> int:
+    from ..actions.base import ActionContext
+    from ..actions.investigate import DEFAULT_INTERVAL, Investigate
+    from ..config import load_config
+    from ..nodes import make_node
+
+    config = load_config(args.config)
+    nodes = {}
+    for n in config.nodes:
+        if n.backend == "sim":
+            print(f"sparktui: investigate: node {n.name} is simulated; use `sparktui demo --scenario nccl-hang`",
+                  file=sys.stderr)
+            return 2
+        nodes[n.name] = make_node(n)
+
+    def show(e) -> None:
+        if e.status in ("started", "ok", "warn", "failed", "info") or e.step.startswith("round"):
+            where = f"{e.node}: " if e.node else ""
+            print(f"[{e.step}] {e.status:>8} {where}{e.message}", file=sys.stderr, flush=True)
+
+    async def _connect(name, node):
+        try:
+            await node.connect()
+        except Exception as exc:  # an unreachable node is evidence, not a crash
+            print(f"[connect] {name}: {exc}", file=sys.stderr)
+
+    await asyncio.gather(*(_connect(k, v) for k, v in nodes.items()))
+    ctx = ActionContext(config, nodes, emit=show, read_only=bool(getattr(args, "read_only", False)))
+    action = Investigate(interval=args.interval if args.interval is not None else DEFAULT_INTERVAL, bundle=args.bundle)
+    try:
+        result = await action.run(ctx)
+    finally:
+        await asyncio.gather(*(n.close() for n in nodes.values()), return_exceptions=True)
+    v = action.verdict
+    if v is None:
+        if args.json:
+            print(json.dumps(result.to_json(), indent=2))
+        else:
+            print(f"sparktui: investigate failed: {result.summary}", file=sys.stderr)
+        return 1
+    if args.json:
+        out = result.to_json()
+        out["verdict"] = v.to_json()
+        print(json.dumps(out, indent=2))
+    else:
+        _print_verdict("", v)
+        if args.bundle:
+            print(f"  bundle: {args.bundle}")
+    return v.exit_code
+
+
+def run(args) -> int:
+    if getattr(args, "offline", None):
+        return offline(args)
+    return asyncio.run(_live(args))

@@ -1,0 +1,219 @@
+"""Load and validate the finding catalogue (catalogue.toml) and match single lines against it.
+
+The catalogue is data: one entry per finding id with its severity, patterns, prefilter literals,
+explanation, advice and causal relations.  ``load_catalogue()`` refuses a broken file with one
+clear line (``CatalogueError``): unknown ids in relations, bad regexes, examples that their own
+patterns do not match, a relation cycle.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["CatalogueError", "Entry", "Catalogue", "load_catalogue", "default_catalogue", "CATALOGUE_PATH"]
+
+CATALOGUE_PATH = Path(__file__).with_name("catalogue.toml")
+SEVERITIES = ("error", "warning", "info")
+
+
+class CatalogueError(ValueError):
+    """The catalogue file is unusable; the message is one line naming the file, id and problem."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    severity: str
+    title: str
+    explanation: str
+    advice: str
+    patterns: tuple[re.Pattern[str], ...] = ()
+    prefilter: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+    caused_by: tuple[str, ...] = ()
+    consequence_of: tuple[str, ...] = ()
+    priority: int = 0
+    derived: bool = False
+
+    def search(self, line: str) -> re.Match[str] | None:
+        for rx in self.patterns:
+            m = rx.search(line)
+            if m:
+                return m
+        return None
+
+
+@dataclass
+class Catalogue:
+    entries: dict[str, Entry]
+    path: str = ""
+    # literal -> entries whose prefilter holds it (highest priority first)
+    by_literal: dict[str, tuple[Entry, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        lits: dict[str, list[Entry]] = {}
+        for e in self.entries.values():
+            for lit in e.prefilter:
+                lits.setdefault(lit, []).append(e)
+        self.by_literal = {
+            k: tuple(sorted(v, key=lambda e: -e.priority)) for k, v in sorted(lits.items())
+        }
+
+    def __getitem__(self, fid: str) -> Entry:
+        return self.entries[fid]
+
+    def __contains__(self, fid: object) -> bool:
+        return fid in self.entries
+
+    @property
+    def literals(self) -> tuple[str, ...]:
+        return tuple(self.by_literal)
+
+    def match(self, line: str) -> Entry | None:
+        """The best entry for one (already cleaned) line, or None.  Cold path: only called for
+        lines that passed the literal prefilter."""
+        best: Entry | None = None
+        tried: set[str] = set()
+        for lit, entries in self.by_literal.items():
+            if lit not in line:
+                continue
+            for e in entries:
+                if e.id in tried or (best is not None and e.priority <= best.priority):
+                    continue
+                tried.add(e.id)
+                if e.search(line):
+                    best = e
+        return best
+
+
+def _fail(path: str, fid: str, what: str) -> CatalogueError:
+    where = f"{path}: finding {fid!r}" if fid else path
+    return CatalogueError(f"{where}: {what}")
+
+
+def _strs(path: str, fid: str, raw: dict, key: str) -> tuple[str, ...]:
+    val = raw.get(key, [])
+    if isinstance(val, str):
+        val = [val]
+    if not isinstance(val, list) or not all(isinstance(v, str) for v in val):
+        raise _fail(path, fid, f"{key} must be a list of strings")
+    return tuple(val)
+
+
+def _entry(path: str, raw: object) -> Entry:
+    if not isinstance(raw, dict):
+        raise _fail(path, "", "each [[finding]] must be a table")
+    fid = raw.get("id")
+    if not isinstance(fid, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", fid):
+        raise _fail(path, str(fid), "id must be a lower_snake_case string")
+    for key in ("severity", "title", "explanation", "advice"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise _fail(path, fid, f"missing or empty {key!r}")
+    if raw["severity"] not in SEVERITIES:
+        raise _fail(path, fid, f"severity {raw['severity']!r} is not one of {', '.join(SEVERITIES)}")
+    unknown = set(raw) - {
+        "id", "severity", "title", "explanation", "advice", "patterns", "prefilter", "examples",
+        "caused_by", "consequence_of", "priority", "derived",
+    }
+    if unknown:
+        raise _fail(path, fid, f"unknown key(s) {', '.join(sorted(unknown))}")
+    derived = bool(raw.get("derived", False))
+    pats = _strs(path, fid, raw, "patterns")
+    compiled = []
+    for p in pats:
+        try:
+            compiled.append(re.compile(p))
+        except re.error as exc:
+            raise _fail(path, fid, f"bad regex {p!r}: {exc}") from None
+    prefilter = _strs(path, fid, raw, "prefilter")
+    if derived and pats:
+        raise _fail(path, fid, "a derived finding has no patterns")
+    if not derived and not pats:
+        raise _fail(path, fid, "needs patterns (or derived = true)")
+    if pats and not prefilter:
+        raise _fail(path, fid, "patterns need at least one prefilter literal")
+    if any(not lit for lit in prefilter):
+        raise _fail(path, fid, "empty prefilter literal")
+    prio = raw.get("priority", 0)
+    if not isinstance(prio, int):
+        raise _fail(path, fid, "priority must be an integer")
+    entry = Entry(
+        id=fid,
+        severity=raw["severity"],
+        title=raw["title"].strip(),
+        explanation=" ".join(raw["explanation"].split()),
+        advice=" ".join(raw["advice"].split()),
+        patterns=tuple(compiled),
+        prefilter=prefilter,
+        examples=_strs(path, fid, raw, "examples"),
+        caused_by=_strs(path, fid, raw, "caused_by"),
+        consequence_of=_strs(path, fid, raw, "consequence_of"),
+        priority=prio,
+        derived=derived,
+    )
+    for ex in entry.examples:
+        if not any(lit in ex for lit in entry.prefilter):
+            raise _fail(path, fid, f"example holds none of its prefilter literals: {ex[:80]!r}")
+        if not entry.search(ex):
+            raise _fail(path, fid, f"example not matched by its patterns: {ex[:80]!r}")
+    return entry
+
+
+def _check_cycles(path: str, entries: dict[str, Entry]) -> None:
+    state: dict[str, int] = {}
+
+    def visit(fid: str, trail: list[str]) -> None:
+        if state.get(fid) == 2:
+            return
+        if state.get(fid) == 1:
+            raise _fail(path, fid, "caused_by cycle: " + " -> ".join(trail + [fid]))
+        state[fid] = 1
+        for c in entries[fid].caused_by:
+            visit(c, trail + [fid])
+        state[fid] = 2
+
+    for fid in entries:
+        visit(fid, [])
+
+
+def parse_catalogue(text: str, path: str = "catalogue.toml") -> Catalogue:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogueError(f"{path}: not valid TOML: {exc}") from None
+    raws = data.get("finding")
+    if not isinstance(raws, list) or not raws:
+        raise CatalogueError(f"{path}: no [[finding]] entries")
+    entries: dict[str, Entry] = {}
+    for raw in raws:
+        e = _entry(path, raw)
+        if e.id in entries:
+            raise _fail(path, e.id, "defined twice")
+        entries[e.id] = e
+    for e in entries.values():
+        for key, ids in (("caused_by", e.caused_by), ("consequence_of", e.consequence_of)):
+            for c in ids:
+                if c not in entries:
+                    raise _fail(path, e.id, f"{key} names unknown id {c!r}")
+                if c == e.id:
+                    raise _fail(path, e.id, f"{key} names itself")
+    _check_cycles(path, entries)
+    return Catalogue(entries=entries, path=path)
+
+
+def load_catalogue(path: str | Path | None = None) -> Catalogue:
+    p = Path(path) if path is not None else CATALOGUE_PATH
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CatalogueError(f"{p}: cannot read: {exc}") from None
+    return parse_catalogue(text, str(p))
+
+
+@functools.lru_cache(maxsize=1)
+def default_catalogue() -> Catalogue:
+    return load_catalogue()

@@ -1,0 +1,316 @@
+"""Streaming classifier: one per log source (node/container or file), fed batches of lines.
+
+Hot path (every line): the batch is joined once and searched with ``str.find`` for the prefilter
+literals of the catalogue, the milestone rules and the NCCL tracker (a few C-speed scans per
+batch); only the lines holding a literal are cleaned, split and matched against regexes.  A
+line is cut at ``MAX_LINE`` characters first, so a 10 MB line costs no more than any other.
+
+Python tracebacks (and the C++ ``frame #N`` blocks torch appends) are followed line by line by a
+``TracebackTracker`` and give ONE finding, anchored on the final exception line, with the key lines
+as evidence; nothing inside a traceback is classified on its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from ..logs.sanitize import clean_line
+from ..model import Finding, Milestone
+from . import lineprefix
+from .catalogue import Catalogue, Entry, default_catalogue
+from .milestones import MilestoneTracker, Rules, default_rules
+from .nccl_lines import parse_nccl_line, parse_watchdog_line
+from .nccl_ranks import RankTracker
+from .tracebacks import END, FOREIGN, TB_START, TracebackTracker
+
+MAX_LINE = 16_384  # characters of a line that are scanned (bounded work on a 10 MB line)
+MAX_EVIDENCE_CHARS = 400
+TAIL_LINES = 6
+
+# literals the NCCL tracker needs beyond the catalogue's
+_NCCL_LITERALS = (
+    "NCCL version", " Init START", " Init COMPLETE", "Destroy COMPLETE", " via ", "Connected all rings",
+    "Using network", "Bootstrap", "NET/IB", "opCount", "Watchdog caught", "last enqueued",
+    "Last enqueued", "ACTIVE OPS",
+)
+
+
+def _ev(text: str) -> str:
+    text = clean_line(text).strip()
+    return text if len(text) <= MAX_EVIDENCE_CHARS else text[: MAX_EVIDENCE_CHARS - 1] + "…"
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    catalogue: Catalogue
+    rules: Rules
+    literals: tuple[str, ...]
+
+
+_compiled_cache: dict[tuple[int, int], _Compiled] = {}
+
+
+def compile_scanner(catalogue: Catalogue | None = None, rules: Rules | None = None) -> _Compiled:
+    cat = catalogue or default_catalogue()
+    rul = rules or default_rules()
+    key = (id(cat), id(rul))
+    c = _compiled_cache.get(key)
+    if c is None:
+        lits = set(cat.literals) | set(rul.literals) | set(_NCCL_LITERALS) | {TB_START}
+        # a literal containing another is redundant: the shorter one finds the same lines
+        ordered = sorted(lits, key=len)
+        minimal: list[str] = []
+        for lit in ordered:
+            if not any(m in lit for m in minimal):
+                minimal.append(lit)
+        c = _Compiled(cat, rul, tuple(minimal))
+        _compiled_cache[key] = c
+    return c
+
+
+class SourceScanner:
+    """Incremental classification of one source.  ``feed`` returns new Findings / Milestones."""
+
+    def __init__(
+        self,
+        source: str,
+        node: str = "",
+        *,
+        catalogue: Catalogue | None = None,
+        rules: Rules | None = None,
+    ) -> None:
+        self.source = source
+        self.node = node
+        self.c = compile_scanner(catalogue, rules)
+        self.cat = self.c.catalogue
+        self.lineno = 0  # lines consumed so far (the next line is lineno + 1)
+        self.findings: list[Finding] = []
+        self._raised: set[tuple[str, str]] = set()
+        self.milestones = MilestoneTracker(node, source, self.c.rules)
+        self.nccl = RankTracker(source, node)
+        self.tail: deque[tuple[int, str]] = deque(maxlen=TAIL_LINES)
+        self._tb: TracebackTracker | None = None
+        self._active_ops_at: int | None = None  # "ACTIVE OPS" was the last line of a batch
+        self.last_feed = time.monotonic()
+        self.finished = False
+
+    # ------------------------------------------------------------------ input
+    def feed(self, lines: list[str] | list[bytes], first_lineno: int | None = None) -> list[Finding | Milestone]:
+        """Feed consecutive lines (no newlines inside).  ``first_lineno`` (1-based) pins the line
+        number of ``lines[0]`` when the caller knows it."""
+        self.last_feed = time.monotonic()
+        if not lines:
+            return []
+        if first_lineno is not None and first_lineno > 0:
+            self.lineno = first_lineno - 1
+        if not isinstance(lines[0], str) or any(not isinstance(x, str) for x in lines):
+            lines = [x.decode("utf-8", "replace") if isinstance(x, (bytes, bytearray)) else str(x) for x in lines]
+        if max(map(len, lines)) > MAX_LINE:
+            lines = [x[:MAX_LINE] if len(x) > MAX_LINE else x for x in lines]
+        text = "\n".join(lines)
+        if text.count("\n") != len(lines) - 1:  # a caller passed embedded newlines: keep numbering
+            lines = [x.replace("\n", " ") for x in lines]
+            text = "\n".join(lines)
+        out: list[Finding | Milestone] = []
+        base = self.lineno
+        n = len(lines)
+        start = 0
+        if self._active_ops_at is not None:
+            self.nccl.feed_active_ops(lines[0], self._active_ops_at)
+            self._active_ops_at = None
+        if self._tb is not None:
+            start = self._run_tb(lines, 0, base, out)
+            if start < n:
+                start = self._line(lines, start, base, out) + 1
+        if start < n:
+            self._scan(lines, text, start, base, out)
+        self.lineno = base + n
+        for i in range(max(0, n - TAIL_LINES), n):
+            self.tail.append((base + i + 1, lines[i]))
+        return out
+
+    def _scan(self, lines: list[str], text: str, start: int, base: int, out: list) -> None:
+        offset = 0
+        if start:
+            offset = len("\n".join(lines[:start])) + 1
+        find = text.find
+        starts: set[int] = set()
+        for lit in self.c.literals:
+            p = find(lit, offset)
+            while p != -1:
+                s = text.rfind("\n", 0, p) + 1
+                starts.add(s)
+                e = find("\n", p)
+                if e == -1:
+                    break
+                p = find(lit, e)
+        if not starts:
+            return
+        idx, pos, skip_to = start, offset, start
+        count = text.count
+        for s in sorted(starts):
+            idx += count("\n", pos, s)
+            pos = s
+            if idx < skip_to:
+                continue
+            skip_to = self._line(lines, idx, base, out) + 1
+
+    # ------------------------------------------------------------------ one candidate line
+    def _line(self, lines: list[str], idx: int, base: int, out: list) -> int:
+        """Classify lines[idx]; returns the index of the last line consumed."""
+        n = len(lines)
+        while True:
+            lineno = base + idx + 1
+            line = lineprefix.clean(lines[idx])
+            sig, body = lineprefix.split(line)
+            if TB_START not in body:
+                self._classify(line, body, lineno, out, lines, idx)
+                return idx
+            self._tb = TracebackTracker(lineno, sig, line)
+            end = self._run_tb(lines, idx + 1, base, out)
+            if end >= n:
+                return n - 1
+            idx = end  # the line that ended the traceback is classified on its own
+
+    def _classify(self, line: str, body: str, lineno: int, out: list, lines: list[str] | None = None,
+                  idx: int = 0) -> None:
+        if body.startswith(("frame #", "Exception raised from ")):
+            return
+        entry = self.cat.match(line)
+        if entry is not None:
+            self._raise(entry, lineno, [line], out)
+        if "NCCL" in line:
+            p = parse_nccl_line(line)
+            if p is not None:
+                before = self.nccl.comms.get(p.data.get("comm", ""))
+                was_complete = bool(before and before.init_complete)
+                self.nccl.feed(p, lineno, line)
+                if p.kind == "comm" and p.data.get("phase") == "COMPLETE" and p.data.get("what") == "Init" \
+                        and not was_complete:
+                    self._nccl_ready(lineno, out)
+                elif p.kind == "channel" and "nccl_ready" in self.milestones.reached:
+                    self._nccl_ready(lineno, out)
+        if "ork" in line:
+            w = parse_watchdog_line(line)
+            if w is not None:
+                self.nccl.feed_watchdog(w, lineno, line)
+        if body.strip() == "ACTIVE OPS":
+            if lines is not None and idx + 1 < len(lines):
+                self.nccl.feed_active_ops(lines[idx + 1], lineno + 1)
+            else:
+                self._active_ops_at = lineno + 1
+        out.extend(self.milestones.match(line, lineno))
+
+    def _nccl_ready(self, lineno: int, out: list) -> None:
+        st = self.nccl._current()
+        transport = self.nccl.transport
+        detail = {"transport": transport} if transport else {}
+        part = ""
+        if st is not None:
+            part = f"rank {st.rank}/{st.nranks}"
+            detail["rank"] = str(st.rank)
+        if transport:
+            part = f"{part}, {transport}" if part else transport
+        ms = self.milestones.note("nccl_ready", part, detail, lineno)
+        if ms is not None:
+            out.append(ms)
+
+    # ------------------------------------------------------------------ tracebacks
+    def _run_tb(self, lines: list[str], i: int, base: int, out: list) -> int:
+        """Feed lines[i:] to the open traceback; returns the index of the first line NOT consumed
+        by it (len(lines) while it is still open)."""
+        tb = self._tb
+        assert tb is not None
+        n = len(lines)
+        while i < n:
+            line = lineprefix.clean(lines[i])
+            sig, body = lineprefix.split(line)
+            verdict = tb.step(base + i + 1, sig, body, line)
+            if verdict == END:
+                self._close_tb(out)
+                return i
+            if verdict == FOREIGN:
+                self._classify(line, body, base + i + 1, out, lines, i)
+            i += 1
+        return n
+
+    def _close_tb(self, out: list) -> None:
+        tb, self._tb = self._tb, None
+        if tb is None or tb.exception_line is None:
+            return
+        lineno, exc = tb.exception_line
+        entry: Entry | None = None
+        for cand in tb.candidates():
+            entry = self.cat.match(cand[:MAX_LINE])
+            if entry is not None:
+                break
+        if entry is None:
+            entry = self.cat["unhandled_exception"]
+        self._raise(entry, lineno, tb.evidence(), out, key=exc.split(":")[0][-80:])
+
+    def flush(self) -> list[Finding | Milestone]:
+        """Close an open traceback (no more lines are coming soon)."""
+        out: list = []
+        if self._tb is not None:
+            self._close_tb(out)
+        return out
+
+    # ------------------------------------------------------------------ findings
+    def _raise(self, entry: Entry, lineno: int | None, evidence: list[str], out: list, key: str = "") -> None:
+        k = (entry.id, key if entry.id == "unhandled_exception" else "")
+        if k in self._raised:
+            return
+        self._raised.add(k)
+        f = Finding(
+            id=entry.id,
+            severity=entry.severity,  # type: ignore[arg-type]
+            title=entry.title,
+            source=self.source,
+            line=lineno,
+            evidence=tuple(_ev(e) for e in evidence if e.strip()),
+            advice=entry.advice,
+            explanation=entry.explanation,
+            node=self.node,
+        )
+        self.findings.append(f)
+        out.append(f)
+
+    def raise_derived(self, fid: str, lineno: int | None, evidence: list[str], title: str | None = None) -> Finding | None:
+        out: list = []
+        entry = self.cat[fid]
+        if title:
+            from dataclasses import replace
+
+            entry = replace(entry, title=title)
+        self._raise(entry, lineno, evidence, out)
+        return out[0] if out else None
+
+    def finish(self) -> list[Finding | Milestone]:
+        """End of input: close a traceback and report a log that stopped inside a phase."""
+        out = self.flush()
+        if self.finished:
+            return out
+        self.finished = True
+        last_error = max((f.line or 0 for f in self.findings if f.severity == "error"), default=0)
+        tail = [f"{n}: {t}" for n, t in self.tail]
+        for st in self.nccl.open_inits():
+            if (st.init_start or 0) > last_error:
+                f = self.raise_derived(
+                    "nccl_init_hang", st.init_start,
+                    [f"Init START comm {st.comm_id or st.comm} rank {st.rank}/{st.nranks} at line {st.init_start}, "
+                     "no Init COMPLETE"] + tail,
+                )
+                if f:
+                    out.append(f)
+                break
+        ms = self.milestones.open_phase()
+        if ms is not None and (ms.line or 0) > last_error:
+            f = self.raise_derived(
+                "suspected_hang", ms.line, [f"log ends during {ms.text}"] + tail,
+                title=f"Log ends while {ms.text} (suspected hang)",
+            )
+            if f:
+                out.append(f)
+        return out

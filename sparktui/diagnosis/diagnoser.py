@@ -1,0 +1,173 @@
+"""The engine processor: log events in, ``FindingRaised`` / ``MilestoneReached`` events out.
+
+One ``SourceScanner`` per source key ``f"{node}/{source}"`` (or the file name offline).  ``feed``
+is what the engine calls for every event; ``tick`` closes tracebacks whose stream went quiet;
+``finish`` is end-of-input for offline files (suspected hangs, cross-rank comparison).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable
+
+from ..model import (
+    ContainerChanged,
+    ContainersSnapshot,
+    ContainerState,
+    Event,
+    Finding,
+    FindingRaised,
+    LogBatch,
+    LogLine,
+    Milestone,
+    MilestoneReached,
+)
+from .catalogue import Catalogue, default_catalogue
+from .classifier import SourceScanner
+from .milestones import Rules
+from .nccl_ranks import Behind, compare_ranks, versions_differ
+from .ranking import rank_findings
+
+
+def _wrap(items: Iterable[Finding | Milestone]) -> list[Event]:
+    out: list[Event] = []
+    for x in items:
+        out.append(FindingRaised(x) if isinstance(x, Finding) else MilestoneReached(x))
+    return out
+
+
+class Diagnoser:
+    def __init__(self, catalogue: Catalogue | None = None, *, rules: Rules | None = None,
+                 flush_after: float = 1.0) -> None:
+        self.catalogue = catalogue or default_catalogue()
+        self.rules = rules
+        self.flush_after = flush_after
+        self.scanners: dict[str, SourceScanner] = {}
+        self._images: dict[str, dict[str, str]] = {}  # image ref -> node -> image id
+        self._image_findings: set[tuple[str, ...]] = set()
+        self.extra_findings: list[Finding] = []
+
+    # ------------------------------------------------------------------ sources
+    def scanner(self, key: str, node: str = "") -> SourceScanner:
+        sc = self.scanners.get(key)
+        if sc is None:
+            sc = self.scanners[key] = SourceScanner(key, node, catalogue=self.catalogue, rules=self.rules)
+        return sc
+
+    def feed_lines(self, key: str, lines: list[str] | list[bytes], node: str = "",
+                   first_lineno: int | None = None) -> list[Finding | Milestone]:
+        return self.scanner(key, node).feed(lines, first_lineno)
+
+    # ------------------------------------------------------------------ engine protocol
+    def feed(self, event: Event) -> list[Event]:
+        if isinstance(event, LogBatch):
+            if not event.lines:
+                return []
+            first = event.lines[0].seq or None
+            return _wrap(self.feed_lines(f"{event.node}/{event.source}", [ln.text for ln in event.lines],
+                                         event.node, first))
+        if isinstance(event, LogLine):
+            return _wrap(self.feed_lines(f"{event.node}/{event.source}", [event.text], event.node,
+                                         event.seq or None))
+        if isinstance(event, ContainerChanged):
+            c = event.container
+            if c.state == ContainerState.RUNNING:
+                sc = self.scanner(f"{event.node}/{c.name}", event.node)
+                ms = sc.milestones.note("container_started", c.image, {"image": c.image}, None)
+                return _wrap([ms] if ms else [])
+            return []
+        if isinstance(event, ContainersSnapshot):
+            return self._check_images(event)
+        return []
+
+    def tick(self, now: float | None = None) -> list[Event]:
+        mono = time.monotonic()
+        out: list = []
+        for sc in self.scanners.values():
+            if sc._tb is not None and mono - sc.last_feed >= self.flush_after:
+                out.extend(sc.flush())
+        return _wrap(out)
+
+    def finish(self) -> list[Event]:
+        """End of input (offline): close tracebacks, report hangs, compare ranks."""
+        out: list = []
+        for sc in self.scanners.values():
+            out.extend(sc.finish())
+        out.extend(self._cross_rank())
+        return _wrap(out)
+
+    # ------------------------------------------------------------------ cross-source analysis
+    def behind(self) -> list[Behind]:
+        return compare_ranks([sc.nccl for sc in self.scanners.values()])
+
+    def _cross_rank(self) -> list[Finding]:
+        out: list[Finding] = []
+        for b in self.behind():
+            sc = self.scanners.get(b.source)
+            if sc is None:
+                continue
+            fid = "nccl_init_hang" if b.kind == "init" else "nccl_collective_mismatch"
+            f = sc.raise_derived(fid, b.line, [b.reason, *b.evidence], title=f"Rank {b.rank} is behind: {b.reason}")
+            if f:
+                out.append(f)
+        vs = versions_differ([sc.nccl for sc in self.scanners.values()])
+        if vs:
+            first = next(iter(self.scanners.values()))
+            f = first.raise_derived("nccl_version_mismatch", None, [f"{s}: NCCL {v}" for s, v in vs.items()])
+            if f:
+                out.append(f)
+        return out
+
+    def _check_images(self, ev: ContainersSnapshot) -> list[Event]:
+        for c in ev.containers:
+            if c.state == ContainerState.RUNNING and c.image_id:
+                self._images.setdefault(c.image, {})[ev.node] = c.image_id
+            elif c.image in self._images:
+                self._images[c.image].pop(ev.node, None) if not any(
+                    x.image == c.image and x.state == ContainerState.RUNNING for x in ev.containers) else None
+        out: list[Finding] = []
+        for image, ids in self._images.items():
+            if len(set(ids.values())) > 1:
+                key = (image, *sorted(f"{n}={i}" for n, i in ids.items()))
+                if key in self._image_findings:
+                    continue
+                self._image_findings.add(key)
+                entry = self.catalogue["image_mismatch"]
+                f = Finding(
+                    id=entry.id, severity=entry.severity, title=f"{entry.title}: {image}",  # type: ignore[arg-type]
+                    source=ev.node, evidence=tuple(f"{n}: {i[:19]}" for n, i in sorted(ids.items())),
+                    advice=entry.advice, explanation=entry.explanation, node=ev.node,
+                )
+                self.extra_findings.append(f)
+                out.append(f)
+        return _wrap(out)
+
+    # ------------------------------------------------------------------ results
+    @property
+    def findings(self) -> list[Finding]:
+        fs = [f for sc in self.scanners.values() for f in sc.findings] + self.extra_findings
+        order = {k: i for i, k in enumerate(self.scanners)}
+        return rank_findings(fs, self.catalogue, order)
+
+    def milestones(self) -> list[Milestone]:
+        out = []
+        for sc in self.scanners.values():
+            out.extend(sorted(sc.milestones.reached.values(), key=lambda m: m.line or 0))
+        return out
+
+    def summary(self) -> dict:
+        fs = self.findings
+        counts = {s: sum(1 for f in fs if f.severity == s) for s in ("error", "warning", "info")}
+        ranks = [sc.nccl.to_json() for sc in self.scanners.values() if sc.nccl.seen]
+        transports = sorted({r["transport"] for r in ranks if r["transport"]})
+        behind = self.behind()
+        return {
+            "counts": counts,
+            "files": list(self.scanners),
+            "lines": sum(sc.lineno for sc in self.scanners.values()),
+            "lines_by_source": {k: sc.lineno for k, sc in self.scanners.items()},
+            "transport": transports[0] if len(transports) == 1 else (transports or None),
+            "nccl": ranks,
+            "behind": [b.to_json() for b in behind],
+            "suspected_hang": any(f.id in ("nccl_init_hang", "suspected_hang") for f in fs),
+        }

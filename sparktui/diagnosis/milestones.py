@@ -1,0 +1,166 @@
+"""Startup milestones per source (DESIGN.md "Milestones"), from the rules in milestones.toml.
+
+``MilestoneTracker.match(line, lineno)`` returns a ``model.Milestone`` when a line advances one
+(weights 18/40 shards, KV cache sized, ...), merging the facts of several lines of one milestone
+(KV cache GiB + tokens + concurrency) into one text and one ``detail``.  ``note()`` lets the NCCL
+rank tracker report ``nccl_ready``.  ``open_phase()`` tells the end-of-input check which phase a
+log stopped in (weights loading at 45 %).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..model import MILESTONE_ORDER, Milestone
+from .catalogue import CatalogueError
+
+RULES_PATH = Path(__file__).with_name("milestones.toml")
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    pattern: re.Pattern[str]
+    prefilter: tuple[str, ...]
+    text: str
+    progress: tuple[str, ...] = ()
+    detail: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rules:
+    rules: tuple[Rule, ...]
+    labels: dict[str, str]
+
+    @property
+    def literals(self) -> tuple[str, ...]:
+        return tuple(sorted({lit for r in self.rules for lit in r.prefilter}))
+
+
+def parse_rules(text: str, path: str = "milestones.toml") -> Rules:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogueError(f"{path}: not valid TOML: {exc}") from None
+    labels = data.get("labels", {})
+    rules = []
+    for i, raw in enumerate(data.get("milestone", [])):
+        mid = raw.get("id")
+        where = f"{path}: milestone #{i + 1} ({mid!r})"
+        if mid not in MILESTONE_ORDER:
+            raise CatalogueError(f"{where}: id is not one of model.MILESTONE_ORDER")
+        try:
+            rx = re.compile(raw["pattern"])
+        except (KeyError, re.error) as exc:
+            raise CatalogueError(f"{where}: bad or missing pattern: {exc}") from None
+        prefilter = tuple(raw.get("prefilter", ()))
+        if not prefilter:
+            raise CatalogueError(f"{where}: needs a prefilter literal")
+        prog = tuple(str(raw.get("progress", "")).split("/")) if raw.get("progress") else ()
+        rule = Rule(mid, rx, prefilter, str(raw.get("text", "")), prog, tuple(raw.get("detail", ())))
+        for name in rule.progress + rule.detail:
+            if name not in rx.groupindex:
+                raise CatalogueError(f"{where}: group {name!r} is not in the pattern")
+        for ex in raw.get("examples", ()):
+            if not any(lit in ex for lit in prefilter) or not rx.search(ex):
+                raise CatalogueError(f"{where}: example not matched: {ex[:80]!r}")
+        rules.append(rule)
+    for mid in MILESTONE_ORDER:
+        labels.setdefault(mid, mid.replace("_", " "))
+    return Rules(tuple(rules), labels)
+
+
+@functools.lru_cache(maxsize=1)
+def default_rules() -> Rules:
+    return parse_rules(RULES_PATH.read_text(encoding="utf-8"), str(RULES_PATH))
+
+
+def _fmt(template: str, groups: dict[str, str | None]) -> str:
+    return template.format_map({k: (v or "") for k, v in groups.items()}).strip(" ,")
+
+
+class MilestoneTracker:
+    def __init__(self, node: str = "", source: str = "", rules: Rules | None = None) -> None:
+        self.node = node
+        self.source = source
+        self.rules = rules or default_rules()
+        self._parts: dict[str, dict[int, str]] = {}
+        self._detail: dict[str, dict[str, str]] = {}
+        self._last: dict[str, tuple[str, float | None]] = {}
+        self.reached: dict[str, Milestone] = {}
+        self.progress: dict[str, float] = {}
+
+    def match(self, line: str, lineno: int) -> list[Milestone]:
+        out = []
+        for idx, rule in enumerate(self.rules.rules):
+            if not any(lit in line for lit in rule.prefilter):
+                continue
+            m = None
+            for m in rule.pattern.finditer(line):  # the last match: progress bars redraw in place
+                pass
+            if m is None:
+                continue
+            groups = m.groupdict()
+            progress = None
+            if len(rule.progress) == 2:
+                done, total = (groups.get(n) for n in rule.progress)
+                if done and total and int(total) > 0:
+                    progress = min(1.0, int(done) / int(total))
+            elif len(rule.progress) == 1 and groups.get(rule.progress[0]):
+                progress = min(1.0, float(groups[rule.progress[0]]) / 100.0)
+            detail = {n: groups[n] for n in rule.detail if groups.get(n)}
+            ms = self.note(rule.id, _fmt(rule.text, groups), detail, lineno, progress, part_key=idx)
+            if ms is not None:
+                out.append(ms)
+        return out
+
+    def note(
+        self,
+        mid: str,
+        part: str,
+        detail: dict[str, str],
+        lineno: int | None,
+        progress: float | None = None,
+        part_key: int = -1,
+    ) -> Milestone | None:
+        parts = self._parts.setdefault(mid, {})
+        if part:
+            parts[part_key] = part
+        det = self._detail.setdefault(mid, {})
+        det.update(detail)
+        if progress is not None:
+            self.progress[mid] = progress
+        label = self.rules.labels.get(mid, mid)
+        text = label + (": " + ", ".join(parts[k] for k in sorted(parts)) if parts else "")
+        prog = self.progress.get(mid)
+        if self._last.get(mid) == (text, prog):
+            return None
+        self._last[mid] = (text, prog)
+        ms = Milestone(
+            id=mid,
+            text=text,
+            node=self.node,
+            source=self.source,
+            line=lineno,
+            progress=prog,
+            detail=tuple(sorted(det.items())),
+        )
+        self.reached[mid] = ms
+        return ms
+
+    def open_phase(self) -> Milestone | None:
+        """The milestone a log stopped inside, if any: weights loading below 100 % with nothing
+        later."""
+        loading = self.reached.get("weights_loading")
+        if loading is None:
+            return None
+        later = MILESTONE_ORDER[MILESTONE_ORDER.index("weights_loading") + 1:]
+        if any(m in self.reached for m in later):
+            return None
+        if loading.progress is not None and loading.progress >= 1.0:
+            return None
+        return loading

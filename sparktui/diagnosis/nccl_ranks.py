@@ -1,0 +1,285 @@
+"""The NCCL view of each rank, and which rank is behind.
+
+``RankTracker`` (one per log source) consumes parsed NCCL lines (``nccl_lines.parse_nccl_line``),
+torch watchdog lines and NCCL proxy ``ACTIVE OPS`` dumps, and keeps: version, bootstrap interface,
+per communicator Init START/COMPLETE, transport per channel, rings connected, the last NCCL line,
+the highest collective opCount (SUBSYS=COLL), watchdog SeqNum / last enqueued / last completed.
+
+``compare_ranks(trackers)`` looks across sources (files or nodes) and names the rank that is
+behind, with the reason and evidence: a rank still in init while its peers completed; a rank whose
+last enqueued work is below the SeqNum the watchdog fired on; a lower opCount; a rank with no
+active collective while its peers wait inside one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .nccl_lines import NcclLine, WatchdogLine
+
+_ACTIVE_OP = re.compile(r"\[(\d+)-(\d+)\|(\d+)\|\s*(Coll|Send|Recv)\s*(\d+)\s*([IGSRFD]?)\s*/\s*(\d+)\]")
+
+
+@dataclass
+class CommState:
+    comm: str
+    rank: int
+    nranks: int
+    comm_id: str | None = None
+    func: str = ""
+    init_start: int | None = None  # line numbers
+    init_complete: int | None = None
+    destroyed: int | None = None
+    channels: dict[str, str] = field(default_factory=dict)  # "00/0 send" -> "NET/Socket/0"
+    rings_connected: int | None = None
+    gdr: str | None = None
+    max_op_count: int | None = None
+
+
+@dataclass
+class RankTracker:
+    source: str
+    node: str = ""
+    host: str | None = None
+    pids: set[int] = field(default_factory=set)
+    version: str | None = None
+    cuda: str | None = None
+    network: str | None = None  # "Socket" / "IB" from "Using network X"
+    bootstrap: tuple[str, str] | None = None  # (ifname, address)
+    ib_devices: str | None = None
+    comms: dict[str, CommState] = field(default_factory=dict)
+    last_comm: str | None = None
+    last_line: tuple[int, str] | None = None  # the last NCCL line seen
+    warns: int = 0
+    first_warn: tuple[int, str] | None = None
+    wd_seq: int | None = None  # SeqNum the watchdog fired on (this rank)
+    wd_op: str | None = None
+    wd_line: tuple[int, str] | None = None
+    last_enqueued: int | None = None
+    last_completed: int | None = None
+    enq_line: tuple[int, str] | None = None
+    active_ops: int | None = None  # pending proxy ops in the latest ACTIVE OPS dump (0 = none)
+    active_op_count: int | None = None
+    active_line: tuple[int, str] | None = None
+    torch_rank: int | None = None
+
+    # ------------------------------------------------------------------ feeding
+    def feed(self, p: NcclLine, lineno: int, text: str) -> None:
+        self.host = self.host or p.host
+        self.pids.add(p.pid)
+        self.last_line = (lineno, text)
+        k, d = p.kind, p.data
+        if p.level == "WARN":
+            self.warns += 1
+            if self.first_warn is None:
+                self.first_warn = (lineno, text)
+        if k == "comm":
+            key = d["comm"]
+            st = self.comms.get(key)
+            if st is None:
+                st = self.comms[key] = CommState(key, int(d["rank"]), int(d["nranks"]))
+            if d.get("comm_id"):
+                st.comm_id = d["comm_id"]
+            if d.get("func"):
+                st.func = d["func"]
+            if d["what"] == "Init":
+                if d["phase"] == "START":
+                    st.init_start = st.init_start or lineno
+                else:
+                    st.init_complete = lineno
+                self.last_comm = key
+            elif d["phase"] == "COMPLETE":
+                st.destroyed = lineno
+        elif k == "channel":
+            st = self._current()
+            if st is not None:
+                st.channels[f"{d['channel']}/{d.get('sub', '0')} {d.get('direction', '')}".strip()] = d["via"]
+        elif k == "rings":
+            st = self._current()
+            if st is not None:
+                st.rings_connected = lineno
+                st.gdr = d.get("gdr")
+        elif k == "version":
+            self.version, self.cuda = d.get("version"), d.get("cuda")
+        elif k == "network":
+            self.network = d["network"]
+        elif k == "bootstrap":
+            self.bootstrap = (d["ifname"], d["address"])
+        elif k == "net_ib":
+            self.ib_devices = d["devices"].strip()
+        elif k == "coll":
+            st = self.comms.get(d["comm"]) or self._current()
+            if st is not None:
+                n = int(d["op_count"], 16)
+                st.max_op_count = n if st.max_op_count is None else max(st.max_op_count, n)
+
+    def _current(self) -> CommState | None:
+        return self.comms.get(self.last_comm) if self.last_comm else None
+
+    def feed_watchdog(self, w: WatchdogLine, lineno: int, text: str) -> None:
+        if w.rank is not None:
+            self.torch_rank = w.rank
+        if w.kind == "timeout" and self.wd_seq is None:
+            self.wd_seq, self.wd_op, self.wd_line = w.seq, w.op, (lineno, text)
+        if w.last_enqueued is not None:
+            self.last_enqueued, self.last_completed = w.last_enqueued, w.last_completed
+            self.enq_line = (lineno, text)
+
+    def feed_active_ops(self, first_line: str, lineno: int) -> None:
+        """An ``ACTIVE OPS`` dump started; ``first_line`` is the line after the header."""
+        m = _ACTIVE_OP.search(first_line)
+        if m and m.group(4) == "Coll":
+            self.active_ops = 1
+            self.active_op_count = int(m.group(3))
+        elif first_line.strip() == "[X]":
+            self.active_ops = 0
+            self.active_op_count = None
+        else:
+            return
+        self.active_line = (lineno, first_line.strip())
+
+    # ------------------------------------------------------------------ views
+    @property
+    def rank(self) -> int | None:
+        for st in self.comms.values():
+            return st.rank
+        return self.torch_rank
+
+    @property
+    def transport(self) -> str | None:
+        kinds = []
+        for st in self.comms.values():
+            for via in st.channels.values():
+                kind = via.split("/")[0] if not via.startswith("NET/") else "/".join(via.split("/")[:2])
+                if kind not in kinds:
+                    kinds.append(kind)
+        if kinds:
+            return "+".join(kinds)
+        if self.network:
+            return f"NET/{self.network}"
+        return None
+
+    def open_inits(self) -> list[CommState]:
+        return [st for st in self.comms.values() if st.init_start and not st.init_complete]
+
+    @property
+    def seen(self) -> bool:
+        return self.last_line is not None or self.wd_line is not None or self.active_line is not None
+
+    def to_json(self) -> dict:
+        return {
+            "source": self.source,
+            "node": self.node,
+            "rank": self.rank,
+            "host": self.host,
+            "version": self.version,
+            "transport": self.transport,
+            "bootstrap": ":".join(self.bootstrap) if self.bootstrap else None,
+            "ib_devices": self.ib_devices,
+            "comms": [
+                {
+                    "comm": st.comm,
+                    "comm_id": st.comm_id,
+                    "rank": st.rank,
+                    "nranks": st.nranks,
+                    "init": "COMPLETE" if st.init_complete else ("START" if st.init_start else None),
+                    "rings_connected": st.rings_connected is not None,
+                    "channels": dict(sorted(st.channels.items())),
+                    "max_op_count": st.max_op_count,
+                }
+                for st in self.comms.values()
+            ],
+            "watchdog_seq": self.wd_seq,
+            "last_enqueued": self.last_enqueued,
+            "last_completed": self.last_completed,
+            "active_ops": self.active_ops,
+            "warns": self.warns,
+            "last_nccl_line": self.last_line[1] if self.last_line else None,
+            "last_nccl_line_no": self.last_line[0] if self.last_line else None,
+        }
+
+
+@dataclass(frozen=True)
+class Behind:
+    rank: int | None
+    source: str
+    reason: str
+    line: int | None
+    evidence: tuple[str, ...]
+    kind: str  # init | watchdog | opcount | active_ops
+
+    def to_json(self) -> dict:
+        return {"rank": self.rank, "source": self.source, "reason": self.reason, "line": self.line}
+
+
+def _ev(src: str, item: tuple[int, str] | None) -> list[str]:
+    return [f"{src}:{item[0]}: {item[1]}"] if item else []
+
+
+def compare_ranks(trackers: list[RankTracker]) -> list[Behind]:
+    """Which rank is behind, across the given sources (empty when it cannot be told)."""
+    ts = [t for t in trackers if t.seen]
+    if len(ts) < 2:
+        return []
+    out: list[Behind] = []
+    # 1. init: some ranks completed a communicator, another started it and never completed
+    done = [t for t in ts if any(st.init_complete for st in t.comms.values())]
+    for t in ts:
+        if t.open_inits() and done:
+            st = t.open_inits()[0]
+            out.append(Behind(
+                t.rank, t.source,
+                f"rank {st.rank} started NCCL init of comm {st.comm_id or st.comm} and never completed it; "
+                f"{len(done)} other rank(s) completed",
+                st.init_start, tuple(_ev(t.source, t.last_line)), "init",
+            ))
+    # 2. watchdog: a rank timed out on SeqNum N; a peer whose last enqueued work < N never got there
+    fired = [t for t in ts if t.wd_seq is not None]
+    for f in fired:
+        for t in ts:
+            if t is f or t.last_enqueued is None or t.last_enqueued >= f.wd_seq:
+                continue
+            if any(b.source == t.source for b in out):
+                continue
+            out.append(Behind(
+                t.rank, t.source,
+                f"rank {t.rank} never reached SeqNum {f.wd_seq} ({f.wd_op}): its last enqueued work is "
+                f"{t.last_enqueued}, last completed {t.last_completed}; rank {f.rank} timed out waiting in it",
+                t.enq_line[0] if t.enq_line else None,
+                tuple(_ev(f.source, f.wd_line) + _ev(t.source, t.enq_line)), "watchdog",
+            ))
+    # 3. ACTIVE OPS: peers wait inside a collective, this rank has none in flight
+    waiting = [t for t in ts if t.active_ops]
+    for t in ts:
+        if t.active_ops == 0 and waiting and not any(b.source == t.source for b in out):
+            w = waiting[0]
+            out.append(Behind(
+                t.rank, t.source,
+                f"rank {t.rank} stopped issuing collectives: no active NCCL op in its proxy dump while "
+                f"rank {w.rank} waits in collective opCount {w.active_op_count}",
+                t.active_line[0] if t.active_line else None,
+                tuple(_ev(w.source, w.active_line) + _ev(t.source, t.active_line)), "active_ops",
+            ))
+    # 4. COLL opCount: the lowest count is behind (only when counts differ)
+    counts = {}
+    for t in ts:
+        c = [st.max_op_count for st in t.comms.values() if st.max_op_count is not None]
+        if c:
+            counts[t.source] = (max(c), t)
+    if len(counts) >= 2:
+        lo = min(counts.values(), key=lambda x: x[0])
+        hi = max(counts.values(), key=lambda x: x[0])
+        if lo[0] < hi[0] and not any(b.source == lo[1].source for b in out):
+            t = lo[1]
+            out.append(Behind(
+                t.rank, t.source,
+                f"rank {t.rank} issued collectives up to opCount {lo[0]:#x}, rank {hi[1].rank} up to {hi[0]:#x}",
+                t.last_line[0] if t.last_line else None, tuple(_ev(t.source, t.last_line)), "opcount",
+            ))
+    return out
+
+
+def versions_differ(trackers: list[RankTracker]) -> dict[str, str] | None:
+    vs = {t.source: t.version for t in trackers if t.version}
+    return vs if len(set(vs.values())) > 1 else None

@@ -1,0 +1,67 @@
+"""Order findings: most severe and most causal first (the root cause before its consequences).
+
+A finding A is a cause of finding B when A's id is in B's ``caused_by`` (catalogue) and A came
+first: earlier in the same source, or in another source (ranks/nodes: order unknown, the relation
+is trusted); or when A's id is in B's ``consequence_of`` and A is earlier in the same source.  A cause inherits the severity of its worst consequence for ordering, so a warning
+that explains an error is listed before that error.
+"""
+
+from __future__ import annotations
+
+from ..model import SEVERITY_RANK, Finding
+from .catalogue import Catalogue
+
+
+def causes(findings: list[Finding], catalogue: Catalogue) -> dict[int, list[int]]:
+    """index of a finding -> indexes of the findings that caused it."""
+    out: dict[int, list[int]] = {}
+    for j, f in enumerate(findings):
+        entry = catalogue.entries.get(f.id)
+        if entry is None or not (entry.caused_by or entry.consequence_of):
+            continue
+        for i, c in enumerate(findings):
+            if i == j:
+                continue
+            if c.id in entry.caused_by:
+                if c.source == f.source and (c.line or 0) > (f.line or 0):
+                    continue  # it came after: a consequence of the same event, not its cause
+            elif c.id in entry.consequence_of:
+                if c.source != f.source or (c.line or 0) >= (f.line or 0):
+                    continue  # only an earlier finding of the same source explains this one
+            else:
+                continue
+            out.setdefault(j, []).append(i)
+    return out
+
+
+def rank_findings(findings: list[Finding], catalogue: Catalogue, source_order: dict[str, int] | None = None) -> list[Finding]:
+    if not findings:
+        return []
+    order = source_order or {}
+    cause_of = causes(findings, catalogue)
+    depth: dict[int, int] = {}
+
+    def d(j: int, seen: frozenset[int] = frozenset()) -> int:
+        if j in depth:
+            return depth[j]
+        parents = [i for i in cause_of.get(j, []) if i not in seen]
+        depth[j] = 0 if not parents else 1 + max(d(i, seen | {j}) for i in parents)
+        return depth[j]
+
+    sev = [SEVERITY_RANK.get(f.severity, 9) for f in findings]
+    eff = list(sev)
+    # propagate a consequence's severity up to its causes (a few passes: chains are short)
+    for _ in range(len(findings)):
+        changed = False
+        for j, parents in cause_of.items():
+            for i in parents:
+                if eff[j] < eff[i]:
+                    eff[i] = eff[j]
+                    changed = True
+        if not changed:
+            break
+    idx = sorted(
+        range(len(findings)),
+        key=lambda k: (eff[k], d(k), order.get(findings[k].source, 1 << 30), findings[k].line or 0, sev[k]),
+    )
+    return [findings[k] for k in idx]

@@ -1,0 +1,129 @@
+"""Small raw samples as data: nvidia-smi CSV rows and /proc thread listings.  Pure parsing."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    index: int
+    util: float | None
+    power_w: float | None
+    mem_mib: float | None = None
+    sm_mhz: float | None = None
+
+
+def _num(text: str) -> float | None:
+    m = re.search(r"-?\d+(?:\.\d+)?", text)
+    if not m or "N/A" in text or "Not Supported" in text:
+        return None
+    return float(m.group(0))
+
+
+def parse_gpu_csv(text: str) -> list[GpuRow]:
+    """``nvidia-smi --query-gpu=index,utilization.gpu,power.draw,memory.used,clocks.sm --format=csv``.
+
+    Header lines may repeat (several samples in one file); columns are found by header name so the
+    ``noheader`` form with the same order also works.
+    """
+    cols = ["index", "utilization.gpu", "power.draw", "memory.used", "clocks.sm"]
+    rows: list[GpuRow] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if line.startswith("index") or "[%]" in line:
+            cols = [c.strip().split(" [")[0] for c in line.split(",")]
+            continue
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != len(cols):
+            continue
+        d = dict(zip(cols, parts))
+        try:
+            idx = int(d.get("index", ""))
+        except ValueError:
+            continue
+        rows.append(GpuRow(index=idx, util=_num(d.get("utilization.gpu", "")), power_w=_num(d.get("power.draw", "")),
+                           mem_mib=_num(d.get("memory.used", "")),
+                           sm_mhz=_num(d.get("clocks.sm", d.get("clocks.current.sm", "")))))
+    return rows
+
+
+@dataclass(frozen=True)
+class ThreadRow:
+    comm: str
+    state: str  # R/S/D/... or "?" when the listing could not tell
+    wchan: str
+    tid: int | None = None
+    ticks: int | None = None  # utime+stime
+    cpu: float | None = None  # percent of one core between two reads, when the probe measured it
+
+
+@dataclass(frozen=True)
+class ThreadGroup:
+    rank: int | None
+    pid: int | None
+    threads: tuple[ThreadRow, ...]
+
+
+_HDR = re.compile(r"^## rank (\S+) pid (\d+)")
+_STATES = set("RSDZTtXIWPK")
+
+
+def parse_threads(text: str) -> list[ThreadGroup]:
+    """Per-process thread listings.
+
+    Two forms: sparktui's own (a ``## rank R pid P`` header, then tab-separated
+    ``tid comm state wchan ticks [cpu%]`` lines) and the capture tool's ``comm state wchan`` lines
+    with the headers written after the lines (its state column is wrong for names with spaces,
+    so state is "?" unless it is a one-letter state).
+    """
+    groups: list[ThreadGroup] = []
+    cur_hdr: tuple[int | None, int | None] | None = None
+    cur: list[ThreadRow] = []
+    loose: list[ThreadRow] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if m := _HDR.match(line):
+            if cur_hdr is not None and cur:
+                groups.append(ThreadGroup(cur_hdr[0], cur_hdr[1], tuple(cur)))
+            rank = int(m.group(1)) if m.group(1).isdigit() else None
+            cur_hdr, cur = (rank, int(m.group(2))), []
+            continue
+        if "\t" in line:
+            parts = line.split("\t")
+            try:
+                tid = int(parts[0])
+            except ValueError:
+                tid = None
+            row = ThreadRow(comm=parts[1] if len(parts) > 1 else "", state=(parts[2] if len(parts) > 2 else "?") or "?",
+                            wchan=parts[3] if len(parts) > 3 else "", tid=tid,
+                            ticks=int(parts[4]) if len(parts) > 4 and parts[4].isdigit() else None,
+                            cpu=float(parts[5]) if len(parts) > 5 and re.fullmatch(r"\d+(\.\d+)?", parts[5]) else None)
+        else:
+            toks = line.split()
+            wchan = toks[-1] if toks else ""
+            state = toks[-2] if len(toks) >= 3 and toks[-2] in _STATES else "?"
+            comm = " ".join(toks[:-2]) if state != "?" else " ".join(toks[:-1])
+            row = ThreadRow(comm=comm, state=state, wchan="" if wchan == "0" else wchan)
+        if cur_hdr is None:
+            loose.append(row)
+        else:
+            cur.append(row)
+    if cur_hdr is not None and cur:
+        groups.append(ThreadGroup(cur_hdr[0], cur_hdr[1], tuple(cur)))
+    if loose:
+        # capture-tool form: headers came after the lines, so ranks cannot be told apart
+        groups.append(ThreadGroup(None, None, tuple(loose)))
+    return groups
+
+
+def summarize(threads: tuple[ThreadRow, ...]) -> dict[str, int]:
+    """Counts by state plus how many threads spin (R) and how many wait in futex/poll (S)."""
+    out: dict[str, int] = {}
+    for t in threads:
+        out[t.state] = out.get(t.state, 0) + 1
+    out["busy"] = sum(1 for t in threads if t.state == "R" or (t.cpu or 0) >= 50)
+    return out

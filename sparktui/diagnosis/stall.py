@@ -1,0 +1,144 @@
+"""Live stall detector: an engine Processor raising "suspected hang" when progress stops everywhere.
+
+Progress signals, per node/source: log lines that are not stall symptoms, RAS collective counts
+and token counters that move (``ProgressSample``), GPU power well above idle.  A source is armed
+by its first progress; the alarm fires when every armed source has been silent longer than its
+allowance: ``threshold_s`` normally, longer after a line that starts a known-quiet phase (weight
+loading, CUDA graph capture, compilation), and never while the workload is idle (API up, no
+requests) or finished.  One alarm per stall; progress anywhere clears it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Iterable
+
+from ..model import Finding, FindingRaised, GpuSample, LogBatch, LogLine
+
+FINDING_ID = "suspected_hang"
+
+
+@dataclass(frozen=True)
+class ProgressSample:
+    """A counter read from a node (RAS collective count of one rank, generated tokens, ...)."""
+
+    node: str
+    source: str  # "ras rank 0", "metrics tokens", ...
+    value: float
+    ts: float = field(default_factory=time.time)
+
+
+@lru_cache(maxsize=1)
+def _data() -> dict:
+    text = resources.files("sparktui.diagnosis").joinpath("stall_phases.toml").read_text()
+    d = tomllib.loads(text)
+    comp = lambda table: [re.compile(v) for v in table.values()]  # noqa: E731
+    return {"threshold": float(d["detector"]["threshold_s"]), "gpu_frac": float(d["detector"]["gpu_busy_fraction"]),
+            "not_progress": comp(d["not_progress"]), "idle": comp(d["idle"]), "busy": comp(d["busy"]),
+            "quiet": [(re.compile(v["pattern"]), float(v["allow_s"])) for v in d["quiet_phases"].values()]}
+
+
+@dataclass
+class _Source:
+    last_progress: float
+    allow: float
+    idle: bool = False
+    last_line: str = ""
+
+
+class StallDetector:
+    def __init__(self, threshold_s: float | None = None, *, clock=time.time) -> None:
+        d = _data()
+        self.threshold = threshold_s if threshold_s is not None else d["threshold"]
+        self.clock = clock
+        self.sources: dict[tuple[str, str], _Source] = {}
+        self._counters: dict[tuple[str, str], float] = {}
+        self.raised_at: float | None = None
+        self.last_progress: float | None = None
+        self.history: list[tuple[float, float]] = []  # (raised at, silence that triggered it)
+
+    # ------------------------------------------------------------------ input
+    def _progress(self, key: tuple[str, str], ts: float, line: str = "") -> None:
+        src = self.sources.get(key)
+        if src is None:
+            src = self.sources[key] = _Source(last_progress=ts, allow=self.threshold)
+        src.last_progress = max(src.last_progress, ts)
+        src.idle = False
+        if line:
+            src.last_line = line
+            src.allow = self.threshold
+            for pat, allow in _data()["quiet"]:
+                if pat.search(line):
+                    src.allow = max(self.threshold, allow)
+        self.last_progress = max(self.last_progress or ts, ts)
+        self.raised_at = None
+
+    def _line(self, node: str, source: str, text: str, ts: float) -> None:
+        d = _data()
+        text = text.strip()
+        if not text:
+            return
+        key = (node, source)
+        if any(p.search(text) for p in d["idle"]):
+            src = self.sources.get(key)
+            if src is not None:
+                src.idle = True
+            return
+        if any(p.search(text) for p in d["not_progress"]):
+            if any(p.search(text) for p in d["busy"]) and key in self.sources:
+                self.sources[key].idle = False  # requests waiting: silence counts again
+            return
+        self._progress(key, ts, text)
+
+    def feed(self, event) -> Iterable:
+        now = self.clock()
+        if isinstance(event, LogLine):
+            self._line(event.node, event.source, event.text, now)
+        elif isinstance(event, LogBatch):
+            for line in event.lines:
+                self._line(event.node, event.source, line.text, now)
+        elif isinstance(event, ProgressSample):
+            key = (event.node, event.source)
+            prev = self._counters.get(key)
+            self._counters[key] = event.value
+            if prev is not None and event.value != prev:
+                self._progress(key, now)
+            elif prev is None and key in self.sources:
+                pass
+        elif isinstance(event, GpuSample):
+            for g in event.gpus:
+                if g.power_w is not None and g.power_limit_w and g.power_w > _data()["gpu_frac"] * g.power_limit_w:
+                    self._progress((event.node, f"gpu {g.index}"), now)
+        return ()
+
+    # ------------------------------------------------------------------ the alarm
+    def silent_for(self, now: float) -> float | None:
+        """Seconds since the most recent progress of any armed, non-idle source (None: nothing armed)."""
+        active = [s for s in self.sources.values() if not s.idle]
+        if not active:
+            return None
+        return now - max(s.last_progress for s in active)
+
+    def tick(self, now: float | None = None) -> Iterable:
+        now = self.clock() if now is None else now
+        active = [(k, s) for k, s in self.sources.items() if not s.idle]
+        if not active or self.raised_at is not None:
+            return ()
+        if not all(now - s.last_progress > s.allow for _, s in active):
+            return ()
+        silence = now - max(s.last_progress for _, s in active)
+        self.raised_at = now
+        self.history.append((now, silence))
+        nodes = sorted({k[0] for k, _ in active})
+        evidence = tuple(f"{k[0]}/{k[1]}: silent {now - s.last_progress:.0f} s; last: {s.last_line[:160]}"
+                         for k, s in active)
+        finding = Finding(id=FINDING_ID, severity="error", title=f"Suspected hang: no progress on any rank for {silence:.0f} s",
+                          source="stall-detector", evidence=evidence, node=nodes[0] if len(nodes) == 1 else "",
+                          advice="Investigate now (key i / `sparktui investigate`): RAS, py-spy and GPU evidence "
+                                 "from every node, then a verdict.")
+        return (FindingRaised(finding=finding, ts=now),)

@@ -1,0 +1,133 @@
+"""Follow one Python traceback (with chained exceptions and appended C++ ``frame #N`` blocks) line
+by line, so the classifier raises ONE finding per traceback, anchored on its final exception line.
+
+A ``TracebackTracker`` is fed the lines after ``Traceback (most recent call last):`` one at a time
+(already cleaned, split into prefix signature and body by ``lineprefix``).  ``step`` answers:
+  OWN      the line belongs to the traceback;
+  FOREIGN  the line comes from another process interleaved in the stream (other prefix): classify it
+           on its own, the traceback continues;
+  END      the traceback ended BEFORE this line: finish it, then classify this line normally.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+OWN, FOREIGN, END = 0, 1, 2
+
+TB_START = "Traceback (most recent call last)"
+_CHAIN = (
+    "During handling of the above exception, another exception occurred",
+    "The above exception was the direct cause of the following exception",
+)
+# A line that starts a new log record, so it cannot continue an exception message.
+_NEW_RECORD = re.compile(
+    r"(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d"  # ISO timestamps
+    r"|\[?[IWEF]\d{4} \d\d:\d\d"  # glog / c10 "[W1129 19:15:10.8 ..."
+    r"|\[[IWEF]\d{4} "
+    r"|[^\s:]+:\d+:\d+ (?:\[\d+\] )?NCCL "  # NCCL envelope
+    r"|(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)[: ]"
+    r"|\[rank\d+\]:"
+    r"|### "
+    r"|Traceback \(most recent call last\)"
+    r"|terminate called after throwing"
+    r"|\(\w[^()]*pid=\d+"
+    r")"
+)
+MAX_TB_LINES = 4000  # bounded work: a runaway "traceback" ends here
+MAX_MSG_LINES = 60  # continuation lines after the exception line (C++ frames not counted)
+KEEP_MSG_LINES = 8
+
+
+@dataclass
+class TracebackTracker:
+    start_line: int  # 1-based line of "Traceback (most recent call last):"
+    signature: str
+    first_text: str
+    stage: str = "frames"  # frames | message | blank
+    nlines: int = 0
+    blanks: int = 0
+    msg_count: int = 0
+    last_file: tuple[str, str] = ("", "")  # last "File ..." line and the code line after it
+    _pending_file: str = ""
+    exc: list[tuple[int, str]] = field(default_factory=list)  # (line, text) exception + continuation
+    chained: list[str] = field(default_factory=list)  # earlier exceptions of the chain
+
+    def step(self, lineno: int, signature: str, body: str, raw: str) -> int:
+        self.nlines += 1
+        if self.nlines > MAX_TB_LINES:
+            return END
+        if signature != self.signature:
+            if body.startswith(TB_START) or (self.stage != "frames" and not body.strip()):
+                return END
+            return FOREIGN
+        stripped = body.strip()
+        if self.stage == "frames":
+            if not stripped:
+                return OWN
+            if body[0] in " \t":
+                if stripped.startswith("File "):
+                    self._pending_file = stripped
+                elif self._pending_file:
+                    if not set(stripped) <= {"^", "~", " "}:
+                        self.last_file = (self._pending_file, stripped)
+                        self._pending_file = ""
+                return OWN
+            if stripped.startswith(TB_START) or stripped.startswith(_CHAIN):
+                return OWN
+            if _NEW_RECORD.match(stripped):
+                return FOREIGN  # another thread's log line printed between the frames
+            # the exception line
+            self.stage = "message"
+            self.exc = [(lineno, raw.strip())]
+            self.msg_count = 0
+            return OWN
+        if self.stage == "message":
+            if not stripped:
+                self.stage = "blank"
+                self.blanks = 1
+                return OWN
+            if stripped.startswith(("frame #", "Exception raised from ")):
+                return OWN
+            if _NEW_RECORD.match(stripped):
+                return END
+            self.msg_count += 1
+            if self.msg_count > MAX_MSG_LINES:
+                return END
+            if len(self.exc) < KEEP_MSG_LINES:
+                self.exc.append((lineno, raw.strip()))
+            return OWN
+        # stage "blank": after an empty line only a chain marker continues the traceback
+        if not stripped:
+            self.blanks += 1
+            return OWN if self.blanks <= 3 else END
+        if stripped.startswith(_CHAIN):
+            if self.exc:
+                self.chained.append(self.exc[0][1])
+            self.exc = []
+            self.stage = "frames"
+            return OWN
+        if stripped.startswith(("frame #", "Exception raised from ")):
+            self.stage = "message"  # a C++ block after a blank line still belongs to it
+            return OWN
+        if stripped.startswith(". This may indicate"):
+            self.stage = "message"
+            return OWN
+        return END
+
+    @property
+    def exception_line(self) -> tuple[int, str] | None:
+        return self.exc[0] if self.exc else None
+
+    def candidates(self) -> list[str]:
+        """Lines to classify, most telling first: the final exception, its continuation lines,
+        then the earlier exceptions of the chain (latest first)."""
+        return [t for _, t in self.exc] + list(reversed(self.chained))
+
+    def evidence(self) -> list[str]:
+        ev = [self.first_text.strip()]
+        if self.last_file[0]:
+            ev.extend(self.last_file)
+        ev.extend(t for _, t in self.exc[:4])
+        return ev

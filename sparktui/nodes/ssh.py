@@ -1,0 +1,320 @@
+"""The ssh backend: one asyncssh connection per node, reused for every command, file read and the
+node's Docker Engine (its socket forwarded over the same connection).
+
+Host keys are checked against known_hosts (the node's ``known_hosts`` or the default, plus
+UserKnownHostsFile from ssh config).  A key nobody vouched for stops the connection during key
+exchange, before any credential is sent, and raises ``HostKeyError`` with its SHA256 fingerprint;
+``trust_offered_key()`` records it after an explicit yes (the TUI's prompt).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from typing import TYPE_CHECKING, AsyncIterator, Sequence
+
+import asyncssh
+
+from . import hostkeys
+from .base import CommandResult, HostKeyError, NodeError, NodeUnreachable, NotSupported, quote_argv
+
+if TYPE_CHECKING:
+    import docker
+
+    from ..config import NodeConfig
+
+MAX_CHANNELS = 8  # OpenSSH's MaxSessions is 10; SFTP holds one, leave one spare
+
+
+def identity_problem(cfg: "NodeConfig") -> str | None:
+    """Why ``identity_file`` cannot be used (missing, unreadable, not a key), else None."""
+    path = cfg.identity_file
+    if not path:
+        return None
+    path = os.path.expanduser(path)
+    try:
+        asyncssh.read_private_key(path)
+    except FileNotFoundError:
+        return f"identity_file {path} does not exist"
+    except IsADirectoryError:
+        return f"identity_file {path} is a directory"
+    except PermissionError:
+        return f"identity_file {path} is not readable (permission denied)"
+    except asyncssh.KeyEncryptionError:
+        return None  # passphrase-protected: the agent may hold it
+    except (asyncssh.KeyImportError, ValueError, UnicodeDecodeError) as exc:
+        return f"identity_file {path} is not a private key ({exc})"
+    except OSError as exc:
+        return f"identity_file {path}: {exc.strerror}"
+    return None
+
+
+class _Client(asyncssh.SSHClient):
+    def __init__(self, node: "SshNode") -> None:
+        self._node = node
+
+    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        # only reached when known_hosts did not vouch for the key: remember it, then refuse
+        self._node.offered_key = hostkeys.classify(key, host, addr, port, self._node.cfg.known_hosts)
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._node._on_lost(self, exc)
+
+
+class SshNode:
+    backend = "ssh"
+
+    def __init__(self, cfg: "NodeConfig", *, keepalive_interval: float = 15.0, keepalive_count: int = 3,
+                 connect_timeout: float = 10.0) -> None:
+        self.cfg = cfg
+        self.name = cfg.name
+        self.keepalive_interval = keepalive_interval
+        self.keepalive_count = keepalive_count
+        self.connect_timeout = connect_timeout
+        self.offered_key: hostkeys.OfferedKey | None = None
+        self.last_error: str | None = None
+        self.connect_seconds: float | None = None  # the last successful handshake (bench)
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._client: _Client | None = None
+        self._lost = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._channels = asyncio.Semaphore(MAX_CHANNELS)
+        self._sftp: asyncssh.SFTPClient | None = None
+        self._sftp_broken = False
+        self._docker: "docker.DockerClient | None" = None
+        self._docker_listener: asyncssh.SSHListener | None = None
+        self._docker_dir: str | None = None
+
+    # ------------------------------------------------------------------ connection
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None
+
+    def _options(self) -> dict:
+        cfg = self.cfg
+        opts: dict = {
+            "keepalive_interval": self.keepalive_interval,
+            "keepalive_count_max": self.keepalive_count,
+            "connect_timeout": self.connect_timeout,
+        }
+        if cfg.user:
+            opts["username"] = cfg.user
+        if cfg.port:
+            opts["port"] = cfg.port
+        if cfg.identity_file:
+            opts["client_keys"] = [os.path.expanduser(cfg.identity_file)]
+        if cfg.ssh_config:
+            opts["config"] = [os.path.expanduser(cfg.ssh_config)]
+        if cfg.known_hosts:
+            path = os.path.expanduser(cfg.known_hosts)
+            # a missing file trusts nothing (every key is then "unknown"), it is not an error
+            opts["known_hosts"] = path if os.path.exists(path) else asyncssh.import_known_hosts("")
+        return opts
+
+    async def connect(self) -> None:
+        async with self._lock:
+            if self._conn is not None:
+                return
+            self.offered_key = None
+            t0 = time.monotonic()
+            client_holder: list[_Client] = []
+
+            def factory() -> _Client:
+                c = _Client(self)
+                client_holder.append(c)
+                return c
+
+            where = self.cfg.host + (f":{self.cfg.port}" if self.cfg.port else "")
+            try:
+                conn = await asyncio.wait_for(
+                    asyncssh.connect(self.cfg.host, client_factory=factory, **self._options()),
+                    self.connect_timeout + 5)
+            except asyncssh.HostKeyNotVerifiable as exc:
+                k = self.offered_key
+                if k is None:
+                    self.last_error = str(exc)
+                    raise NodeError(f"{self.name}: {exc}") from None
+                raise HostKeyError(self.name, where, k.fingerprint, k.changed, hostkeys.hint(k)) from None
+            except asyncssh.PermissionDenied as exc:
+                self.last_error = f"permission denied ({exc.reason})"
+                raise NodeUnreachable(f"{self.name}: {where}: login refused: {exc.reason}") from None
+            except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
+                raise NodeError(f"{self.name}: identity_file {self.cfg.identity_file}: {exc}") from None
+            except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
+                reason = str(exc) or type(exc).__name__
+                self.last_error = reason
+                raise NodeUnreachable(f"{self.name}: cannot connect to {where}: {reason}") from None
+            self.connect_seconds = time.monotonic() - t0
+            self._conn = conn
+            self._client = client_holder[-1] if client_holder else None
+            self._lost = asyncio.Event()
+            self._sftp = None
+            self._sftp_broken = False
+            self.last_error = None
+
+    def _on_lost(self, client: _Client, exc: Exception | None) -> None:
+        if client is not self._client:
+            return  # an older connection's late callback
+        self._conn = None
+        self._client = None
+        self._sftp = None
+        self.last_error = str(exc) if exc else "connection closed"
+        self._lost.set()
+        self._drop_docker()
+
+    async def wait_lost(self) -> None:
+        """Return when the current connection is gone (immediately if there is none)."""
+        if self._conn is None:
+            return
+        await self._lost.wait()
+
+    async def _ensure(self) -> asyncssh.SSHClientConnection:
+        if self._conn is None:
+            await self.connect()
+        conn = self._conn
+        if conn is None:
+            raise NodeUnreachable(f"{self.name}: not connected")
+        return conn
+
+    def trust_offered_key(self, fingerprint: str) -> None:
+        """Write the key the server offered to known_hosts; only the one the operator saw."""
+        k = self.offered_key
+        if k is None or k.fingerprint != fingerprint:
+            raise NodeError(f"{self.name}: no offered host key with fingerprint {fingerprint}")
+        hostkeys.trust(k)
+
+    # ------------------------------------------------------------------ commands
+    async def run(self, argv: Sequence[str], *, timeout: float | None = 30.0, input: bytes | None = None,
+                  check: bool = False) -> CommandResult:
+        args = tuple(str(a) for a in argv)
+        conn = await self._ensure()
+        async with self._channels:
+            try:
+                r = await conn.run(quote_argv(args), check=False, timeout=timeout, input=input, encoding=None)
+            except (asyncssh.TimeoutError, asyncio.TimeoutError):
+                raise NodeError(f"{self.name}: {args[0]} timed out after {timeout:.0f} s") from None
+            except (asyncssh.Error, OSError) as exc:
+                raise NodeUnreachable(f"{self.name}: {args[0]}: {exc}") from None
+        rc = r.exit_status if r.exit_status is not None else -1
+        res = CommandResult(args, rc, _bytes(r.stdout), _bytes(r.stderr))
+        if check and not res.ok:
+            raise NodeError(f"{self.name}: {args[0]} exited {rc}: {res.err_text.strip()[:200]}")
+        return res
+
+    async def stream(self, argv: Sequence[str]) -> AsyncIterator[bytes]:
+        conn = await self._ensure()
+        async with self._channels:
+            try:
+                proc = await conn.create_process(quote_argv(argv), encoding=None, stderr=asyncssh.STDOUT)
+            except (asyncssh.Error, OSError) as exc:
+                raise NodeUnreachable(f"{self.name}: {argv[0]}: {exc}") from None
+            try:
+                async for line in proc.stdout:
+                    yield line.rstrip(b"\n").rstrip(b"\r")
+            except (asyncssh.Error, OSError) as exc:
+                raise NodeUnreachable(f"{self.name}: {argv[0]}: {exc}") from None
+            finally:
+                proc.close()
+
+    async def read_file(self, path: str, timeout: float = 10.0) -> bytes:
+        """Read over the connection's SFTP session: no process is spawned per read."""
+        conn = await self._ensure()
+        if self._sftp is None and not self._sftp_broken:
+            try:
+                self._sftp = await asyncio.wait_for(conn.start_sftp_client(), timeout)
+            except (asyncssh.Error, OSError, asyncio.TimeoutError):
+                self._sftp_broken = True  # no sftp subsystem: fall back to cat
+        if self._sftp is None:
+            res = await self.run(["cat", "--", path], timeout=timeout)
+            if not res.ok:
+                raise NodeError(f"{self.name}: cannot read {path}: {res.err_text.strip()}")
+            return res.stdout
+        try:
+            return await asyncio.wait_for(_sftp_read(self._sftp, path), timeout)
+        except asyncssh.SFTPError as exc:
+            raise NodeError(f"{self.name}: cannot read {path}: {exc.reason}") from None
+        except (asyncssh.Error, OSError, asyncio.TimeoutError) as exc:
+            raise NodeUnreachable(f"{self.name}: reading {path}: {exc or 'timed out'}") from None
+
+    # ------------------------------------------------------------------ docker
+    async def docker(self) -> "docker.DockerClient":
+        conn = await self._ensure()
+        if self._docker is not None:
+            return self._docker
+        import docker  # lazily: slow to import
+
+        self._docker_dir = tempfile.mkdtemp(prefix="sparktui-")  # 0700: only we reach the socket
+        local = os.path.join(self._docker_dir, "docker.sock")
+        try:
+            self._docker_listener = await conn.forward_local_path(local, self.cfg.docker_socket)
+        except (asyncssh.Error, OSError) as exc:
+            self._drop_docker()
+            raise NodeUnreachable(f"{self.name}: cannot forward {self.cfg.docker_socket}: {exc}") from None
+
+        def _make() -> "docker.DockerClient":
+            return docker.DockerClient(base_url="unix://" + local, timeout=30)
+
+        try:
+            client = await asyncio.to_thread(_make)
+        except docker.errors.DockerException as exc:
+            self._drop_docker()
+            raise NotSupported(f"{self.name}: no Docker Engine at {self.cfg.docker_socket} ({_short(exc)})") from None
+        if self._conn is not conn:  # lost while we were connecting
+            client.close()
+            raise NodeUnreachable(f"{self.name}: connection lost")
+        self._docker = client
+        return client
+
+    def _drop_docker(self) -> None:
+        if self._docker is not None:
+            try:
+                self._docker.close()
+            except Exception:
+                pass
+        self._docker = None
+        if self._docker_listener is not None:
+            self._docker_listener.close()
+            self._docker_listener = None
+        if self._docker_dir:
+            shutil.rmtree(self._docker_dir, ignore_errors=True)
+            self._docker_dir = None
+
+    async def close(self) -> None:
+        conn = self._conn
+        self._drop_docker()
+        self._conn = None
+        self._client = None
+        if conn is not None:
+            conn.close()
+            try:
+                await asyncio.wait_for(conn.wait_closed(), 5)
+            except (asyncio.TimeoutError, Exception):
+                pass
+
+
+async def _sftp_read(sftp: "asyncssh.SFTPClient", path: str) -> bytes:
+    # /proc files report size 0, so read fixed chunks until EOF instead of trusting stat
+    chunks = []
+    async with sftp.open(path, "rb") as fh:
+        while True:
+            b = await fh.read(65536)
+            if not b:
+                break
+            chunks.append(b)
+    return b"".join(chunks)
+
+
+def _bytes(x: object) -> bytes:
+    if x is None:
+        return b""
+    if isinstance(x, str):
+        return x.encode()
+    return bytes(x)  # type: ignore[arg-type]
+
+
+def _short(exc: Exception) -> str:
+    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__

@@ -1,0 +1,243 @@
+"""Turn a compiled Scene into the event stream of one node, advanced in fixed time quanta.
+
+Live sources and ``SimCluster.events_until`` both advance in the same quanta, so the events a
+demo shows and the events a snapshot test gets are the same sequence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import replace
+
+from ..model import (
+    ContainerChanged,
+    ContainerInfo,
+    ContainersSnapshot,
+    ContainerState,
+    Event,
+    GpuSample,
+    LinkInfo,
+    LinkSample,
+    LogBatch,
+    LogLine,
+    MemorySample,
+    NodeReachability,
+)
+from . import physics
+from .script import Scene, ScriptLine, SimNodeSpec, block_lines, vts
+
+QUANTUM = 0.25  # simulated seconds per step
+SAMPLE_EVERY = 1.0  # memory + GPU
+CONTAINERS_EVERY = 5.0
+LINKS_EVERY = 10.0
+
+
+def rfc3339_ns(epoch: float) -> str:
+    """`docker logs --timestamps` form: 2026-04-08T23:16:38.123456789Z."""
+    ns = int(round(epoch * 1e9))
+    sec, frac = divmod(ns, 1_000_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)) + f".{frac:09d}Z"
+
+
+def human_duration(sec: float) -> str:
+    """Docker's units.HumanDuration (the words `docker ps` shows)."""
+    s = int(sec)
+    if s < 1:
+        return "Less than a second"
+    if s == 1:
+        return "1 second"
+    if s < 60:
+        return f"{s} seconds"
+    m = s // 60
+    if m == 1:
+        return "About a minute"
+    if m < 60:
+        return f"{m} minutes"
+    h = round(s / 3600)
+    if h == 1:
+        return "About an hour"
+    if h < 48:
+        return f"{h} hours"
+    if h < 24 * 7 * 2:
+        return f"{h // 24} days"
+    if h < 24 * 30 * 2:
+        return f"{h // 24 // 7} weeks"
+    if h < 24 * 365 * 2:
+        return f"{h // 24 // 30} months"
+    return f"{h // 24 // 365} years"
+
+
+def _id(seed: str) -> str:
+    return hashlib.sha256(seed.encode()).hexdigest()
+
+
+class NodeTimeline:
+    """Stateful generator of one node's events; ``advance(t1)`` returns those in (t, t1]."""
+
+    def __init__(self, scene: Scene, spec: SimNodeSpec, image: str, start: float, config_links: tuple = ()):
+        self.scene = scene
+        self.spec = spec
+        self.image = image
+        self.start = start
+        self.t = -1.0  # last time covered
+        self._li = 0  # next script line
+        self._lines = scene.lines.get(spec.name, [])
+        self._seq: dict[str, int] = {}
+        self._serve_k = 0  # next serving line index
+        self._exit = scene.exits.get(spec.name)
+        self._exited = False
+
+    # ------------------------------------------------------------------ facts at a time
+    def gpu_proc(self) -> tuple[int, str]:
+        if self.scene.world == 1:
+            return self.spec.pid, "VLLM::EngineCore"
+        return self.spec.pid, "ray::RayWorkerWrapper"
+
+    def snapshot(self, t: float) -> physics.NodeSnapshot:
+        pid, name = self.gpu_proc()
+        return physics.snapshot(self.scene, self.spec.name, t, pid, name)
+
+    def containers(self, t: float) -> tuple[ContainerInfo, ...]:
+        spec, start = self.spec, self.start
+        ex = self._exit
+        if spec.head:
+            cmd = (f"./run-cluster-node.sh --role head --host-ip {spec.ip} --eth-if {spec.ifname} "
+                   f"--ib-if {spec.hca0},{spec.hca1}")
+        else:
+            head = self.scene.specs[0]
+            cmd = (f"./run-cluster-node.sh --role node --host-ip {spec.ip} --eth-if {spec.ifname} "
+                   f"--ib-if {spec.hca0},{spec.hca1} --head-ip {head.ip}")
+        if ex is not None and t >= ex[0]:
+            main = ContainerInfo(
+                id=_id(f"{spec.name}/{spec.container}"), name=spec.container, image=self.image,
+                image_id="sha256:" + _id("image:" + self.image), state=ContainerState.EXITED,
+                status=f"Exited ({ex[1]}) {human_duration(t - ex[0])} ago", started_at=start,
+                finished_at=start + ex[0], exit_code=ex[1], command=cmd)
+        else:
+            main = ContainerInfo(
+                id=_id(f"{spec.name}/{spec.container}"), name=spec.container, image=self.image,
+                image_id="sha256:" + _id("image:" + self.image), state=ContainerState.RUNNING,
+                status=f"Up {human_duration(max(0.0, t))}", started_at=start, command=cmd)
+        if spec.head:
+            other = ContainerInfo(
+                id=_id(f"{spec.name}/open-webui"), name="open-webui", image="ghcr.io/open-webui/open-webui:main",
+                image_id="sha256:" + _id("image:open-webui"), state=ContainerState.RUNNING,
+                status=f"Up {human_duration(3 * 86400 + 4000 + t)}", started_at=start - 3 * 86400 - 4000,
+                command="bash start.sh")
+        else:
+            other = ContainerInfo(
+                id=_id(f"{spec.name}/qwen35-gb10-test"), name="qwen35-gb10-test",
+                image="hellohal2064/vllm-qwen3.5-gb10:latest", image_id="sha256:" + _id("image:hellohal"),
+                state=ContainerState.EXITED, status=f"Exited (1) {human_duration(5 * 3600 + t)} ago",
+                started_at=start - 5 * 3600 - 700, finished_at=start - 5 * 3600, exit_code=1,
+                command="/entrypoint.sh vllm serve /models/model")
+        return (main, other)
+
+    def links(self) -> tuple[LinkInfo, ...]:
+        spec = self.spec
+        last = spec.ip.rsplit(".", 1)[-1]
+        twin = spec.ip.rsplit(".", 2)
+        twin_ip = f"{twin[0]}.{int(twin[1]) + 1}.{last}" if len(twin) == 3 and twin[1].isdigit() else spec.ip
+        return (
+            LinkInfo(spec.ifname, (f"{spec.ip}/24",), 9000, "UP", spec.hca0),
+            LinkInfo("enP2p1s0f1np1", (f"{twin_ip}/24",), 9000, "UP", spec.hca1),
+            LinkInfo("enP7s7", (f"10.1.230.{180 + spec.index}/24",), 1500, "UP", None),
+        )
+
+    # ------------------------------------------------------------------ stream
+    def _line(self, ln: ScriptLine) -> LogLine:
+        seq = self._seq.get(ln.source, 0) + 1
+        self._seq[ln.source] = seq
+        ts = self.start + ln.t
+        return LogLine(node=self.spec.name, source=ln.source, text=ln.text, ts=ts, seq=seq, raw_ts=rfc3339_ns(ts))
+
+    def _serve_lines(self, t1: float) -> list[ScriptLine]:
+        sv = self.scene.serve
+        if sv is None or sv[0] != self.spec.name:
+            return []
+        at = sv[1]
+        every = float(self.scene.params.get("serve_every", 10.0))
+        acc = float(self.scene.params.get("access_every", 2.5))
+        out = []
+        # index k walks a merged schedule: one metrics line per `every`, access lines between
+        per = max(1, int(every / acc))
+        while True:
+            k = self._serve_k
+            t = at + k * acc
+            if t > t1:
+                break
+            self._serve_k += 1
+            r = physics._rng(self.spec.name, t, "serve")
+            if k % per == 0:
+                ld = physics.serving_load(self.spec.name, t)
+                running = max(1, round(ld * 4))
+                tmpl = block_lines("serve_metrics")[0]
+                text = (tmpl.replace("$vts", vts(self.start + t))
+                        .replace("$prompt_tps", f"{ld * 1850 * r.uniform(0.8, 1.2):.1f}")
+                        .replace("$gen_tps", f"{ld * 62 * r.uniform(0.9, 1.1):.1f}")
+                        .replace("$running", str(running))
+                        .replace("$kv_usage", f"{ld * 9.5:.1f}")
+                        .replace("$prefix_hit", f"{30 + 40 * r.random():.1f}"))
+            else:
+                text = block_lines("serve_access")[0].replace("$client_port", str(40000 + r.randrange(20000)))
+            out.append(ScriptLine(t, self.spec.container, text))
+        return out
+
+    def advance(self, t1: float) -> list[Event]:
+        """Events with time in (self.t, t1], in time order."""
+        t0 = self.t
+        if t1 <= t0:
+            return []
+        items: list[tuple[float, int, Event]] = []
+        st = self.start
+        name = self.spec.name
+        if t0 < 0 <= t1:
+            items.append((0.0, 0, NodeReachability(node=name, reachable=True, ts=st, backend="sim")))
+            items.append((0.0, 1, ContainersSnapshot(node=name, containers=self.containers(0.0), ts=st)))
+            items.append((0.0, 2, LinkSample(node=name, links=self.links(), ts=st)))
+        for k in _multiples(t0, t1, CONTAINERS_EVERY, skip_zero=True):
+            items.append((k, 1, ContainersSnapshot(node=name, containers=self.containers(k), ts=st + k)))
+        for k in _multiples(t0, t1, LINKS_EVERY, skip_zero=True):
+            items.append((k, 2, LinkSample(node=name, links=self.links(), ts=st + k)))
+        if self._exit is not None and t0 < self._exit[0] <= t1:
+            ex = self._exit[0]
+            main = self.containers(ex)[0]
+            items.append((ex, 1, ContainerChanged(node=name, container=main, ts=st + ex)))
+        for k in _multiples(t0, t1, SAMPLE_EVERY):
+            snap = self.snapshot(k)
+            items.append((k, 3, MemorySample(node=name, memory=snap.memory, ts=st + k)))
+            items.append((k, 4, GpuSample(node=name, gpus=(snap.gpu,), ts=st + k)))
+        # log lines: batch consecutive lines of one source
+        lines: list[ScriptLine] = []
+        while self._li < len(self._lines) and self._lines[self._li].t <= t1:
+            lines.append(self._lines[self._li])
+            self._li += 1
+        lines.extend(self._serve_lines(t1))
+        if self._exit is not None:
+            lines = [ln for ln in lines if ln.source != self.spec.container or ln.t <= self._exit[0]]
+        batch: list[LogLine] = []
+        for ln in lines:
+            if batch and batch[-1].source != ln.source:
+                items.append((batch[0].ts - st, 5, LogBatch(node=name, source=batch[0].source,
+                                                           lines=tuple(batch), ts=batch[-1].ts)))
+                batch = []
+            batch.append(self._line(ln))
+        if batch:
+            items.append((batch[0].ts - st, 5, LogBatch(node=name, source=batch[0].source,
+                                                       lines=tuple(batch), ts=batch[-1].ts)))
+        self.t = t1
+        items.sort(key=lambda it: (it[0], it[1]))
+        return [ev for _, _, ev in items]
+
+
+def _multiples(t0: float, t1: float, step: float, skip_zero: bool = False) -> list[float]:
+    import math
+
+    k = math.floor(t0 / step) + 1 if t0 >= 0 else 0
+    out = []
+    while k * step <= t1 + 1e-9:
+        if not (skip_zero and k == 0):
+            out.append(k * step)
+        k += 1
+    return out

@@ -1,0 +1,197 @@
+"""The Textual face: a thin layer over the engine.
+
+The engine runs in the app's event loop.  Each processed batch calls a subscriber that posts ONE
+coalescing ``EngineUpdated`` message; the app repaints from ``engine.state`` / ``engine.logs`` at
+most ~20 times a second however fast lines arrive.  Widgets never do IO.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from textual.app import App
+
+from ..actions import registry
+from . import keymap
+from .messages import EngineUpdated
+from .palette import SparkCommands
+from .screens.action import ActionScreen
+from .screens.help import HelpScreen
+from .screens.main import MainScreen
+from .themes import DEFAULT_THEME, load_themes
+
+if TYPE_CHECKING:
+    from ..actions.base import ActionContext, ConfirmFn, EmitFn
+    from ..engine import Engine
+    from ..nodes.base import Node
+
+MIN_REFRESH = 0.05  # seconds between repaints (20 Hz)
+TTY_CHECK = 5.0
+
+
+class SparkApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "sparktui"
+    BINDINGS = keymap.bindings("app")
+    COMMANDS = App.COMMANDS | {SparkCommands}
+
+    def __init__(
+        self,
+        engine: "Engine",
+        *,
+        nodes: "Callable[[], Mapping[str, Node]] | None" = None,
+        read_only: bool = False,
+        theme: str | None = None,
+        clock: Callable[[], float] = time.time,
+        live: bool = True,
+        subtitle: str = "",
+        exit_after_first_paint: bool = False,
+    ) -> None:
+        super().__init__()
+        self.engine = engine
+        self._nodes_factory = nodes
+        self._action_nodes: Mapping[str, Node] | None = None
+        self.read_only = read_only
+        self.theme_name = theme or DEFAULT_THEME
+        self.clock = clock
+        self.live = live
+        self.subtitle_text = subtitle
+        self.exit_after_first_paint = exit_after_first_paint
+        self.first_paint_at: float | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self._refresh_pending = False
+        self._last_refresh = 0.0
+        self.refreshes = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    async def on_mount(self) -> None:
+        for theme in load_themes().values():
+            self.register_theme(theme)
+        self.theme = self.theme_name if self.theme_name in self.available_themes else DEFAULT_THEME
+        user_keys = keymap.user_keymap()
+        if user_keys:
+            self.set_keymap(user_keys)
+        self._unsubscribe = self.engine.subscribe(self._on_batch)
+        await self.push_screen(MainScreen())
+        if self.live:
+            await self.engine.start()
+            self.set_interval(1.0, self._tick)
+            if not self.is_headless:
+                self.set_interval(TTY_CHECK, self._check_terminal)
+
+    async def on_unmount(self) -> None:
+        if self._unsubscribe:
+            self._unsubscribe()
+        if self.live:
+            await self.engine.stop()
+        if self._action_nodes:
+            for node in self._action_nodes.values():
+                try:
+                    await node.close()
+                except Exception:
+                    pass
+
+    def _check_terminal(self) -> None:
+        # dolphie's guard: a vanished tmux client leaves stdin dead; exit instead of spinning
+        try:
+            alive = sys.stdin is not None and sys.stdin.isatty()
+        except (ValueError, OSError):
+            alive = False
+        if not alive:
+            self.exit(0)
+
+    # ------------------------------------------------------------------ engine -> screen
+    def _on_batch(self, events: list[Any]) -> None:
+        if not self._refresh_pending:
+            self._refresh_pending = True
+            self.post_message(EngineUpdated())
+
+    def on_engine_updated(self, message: EngineUpdated) -> None:
+        wait = self._last_refresh + MIN_REFRESH - time.monotonic()
+        if wait > 0:
+            self.set_timer(wait, self._do_refresh)
+        else:
+            self._do_refresh()
+
+    def _do_refresh(self) -> None:
+        self._refresh_pending = False
+        self._last_refresh = time.monotonic()
+        self.refresh_now()
+
+    def refresh_now(self) -> None:
+        """Repaint every pane from the engine (tests call this after ``engine.process``)."""
+        screen = self._main_screen()
+        if screen is None:
+            return
+        screen.refresh_state()
+        self.refreshes += 1
+        if self.exit_after_first_paint and self.first_paint_at is None and self._populated():
+            self.first_paint_at = -1.0
+            self.call_after_refresh(self._first_paint_done)
+
+    def _tick(self) -> None:
+        # ages and "retry in" move with the clock even when no event arrives
+        screen = self._main_screen()
+        if screen is not None and not self._refresh_pending:
+            screen.refresh_state()
+
+    def _main_screen(self) -> MainScreen | None:
+        for screen in self.screen_stack:
+            if isinstance(screen, MainScreen):
+                return screen
+        return None
+
+    def _populated(self) -> bool:
+        nodes = self.engine.state.nodes
+        return bool(nodes) and all(n.containers and n.memory is not None for n in nodes.values())
+
+    def _first_paint_done(self) -> None:
+        self.first_paint_at = time.time()
+        self.exit(0)
+
+    # ------------------------------------------------------------------ actions (registry: scope "app")
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.read_only, self._keys_by_id()))
+
+    def _keys_by_id(self) -> dict[str, str]:
+        out = {}
+        for e in keymap.entries():
+            out[e.id] = self._keymap.get(e.id, e.keys) if hasattr(self, "_keymap") else e.keys
+        return out
+
+    def action_show_log(self, index: int, source: str) -> None:
+        screen = self._main_screen()
+        if screen is None:
+            return
+        screen.action_select_node(index)
+        screen.active_pane.log_view.set_source(source)
+
+    def action_allowed(self, name: str) -> bool:
+        entry = registry.entry(name)
+        return not (entry is not None and entry.mutating and self.read_only)
+
+    def open_action(self, name: str) -> None:
+        entry = registry.entry(name)
+        if entry is None or not self.action_allowed(name):
+            self.notify(f"{name}: not available" + (" in read-only mode" if self.read_only else ""), severity="warning")
+            return
+        cls = registry.load(entry)
+        if cls is None:
+            self.notify(f"{name}: not in this build", severity="warning")
+            return
+        self.push_screen(ActionScreen(entry, cls))
+
+    def make_action_context(self, *, emit: "EmitFn", confirm: "ConfirmFn") -> "ActionContext":
+        from ..actions.base import ActionContext
+
+        if self._action_nodes is None:
+            self._action_nodes = self._nodes_factory() if self._nodes_factory else {}
+        return ActionContext(self.engine.config, self._action_nodes, emit=emit, confirm=confirm, read_only=self.read_only)
+
+
+def exit_after_first_paint_requested() -> bool:
+    return os.environ.get("SPARKTUI_EXIT_AFTER_FIRST_PAINT", "") not in ("", "0")

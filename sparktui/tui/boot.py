@@ -1,0 +1,52 @@
+"""Assembling a run: processors, session, app.  Shared by `sparktui`, `sparktui demo`, `replay`."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..engine import Engine
+    from ..nodes.base import Node
+
+log = logging.getLogger(__name__)
+
+# (module, class) of the engine processors, in order; missing ones are skipped
+PROCESSORS = (("sparktui.diagnosis", "Diagnoser"), ("sparktui.diagnosis.stall", "StallDetector"))
+
+
+def default_processors() -> list[Any]:
+    out = []
+    for module, name in PROCESSORS:
+        try:
+            cls = getattr(importlib.import_module(module), name)
+            out.append(cls())
+        except Exception as exc:  # not in this build yet, or broken: run without it
+            log.debug("processor %s.%s unavailable: %s", module, name, exc)
+    return out
+
+
+def make_engine(config: "Config", sources: list, kind: str, extra_meta: dict | None = None) -> "Engine":
+    from ..engine import Engine
+    from ..session import Session
+
+    session = Session.create(config.cluster.name, meta={"kind": kind, "config": config.path,
+                                                        "nodes": [n.name for n in config.nodes], **(extra_meta or {})})
+    return Engine(config, sources, processors=default_processors(), session=session)
+
+
+def run_app(engine: "Engine", args: Any, *, nodes: "Callable[[], Mapping[str, Node]] | None", subtitle: str) -> int:
+    from .app import SparkApp, exit_after_first_paint_requested
+
+    first_paint = exit_after_first_paint_requested()
+    app = SparkApp(engine, nodes=nodes, read_only=bool(getattr(args, "read_only", False)),
+                   theme=getattr(args, "theme", None), subtitle=subtitle, exit_after_first_paint=first_paint)
+    result = app.run(mouse=not getattr(args, "no_mouse", False))
+    if first_paint and app.first_paint_at:
+        print(f"sparktui-first-paint={app.first_paint_at:.6f}", file=sys.stderr, flush=True)
+    if engine.session is not None:
+        print(f"sparktui: session recorded in {engine.session.path}", file=sys.stderr)
+    return int(result or 0)

@@ -1,0 +1,30 @@
+"""Messages the TUI posts to itself.  High-rate ones coalesce (``can_replace``)."""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from ..model import ActionEvent
+
+
+class EngineUpdated(Message):
+    """The engine processed a batch: refresh from ``engine.state`` / ``engine.logs``.
+
+    Any number of batches between two refreshes collapse into one message.
+    """
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, EngineUpdated)
+
+
+class ActionProgress(Message):
+    def __init__(self, event: ActionEvent) -> None:
+        super().__init__()
+        self.event = event
+
+
+class ActionDone(Message):
+    def __init__(self, result: object | None, error: str | None = None) -> None:
+        super().__init__()
+        self.result = result
+        self.error = error

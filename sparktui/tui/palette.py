@@ -1,0 +1,48 @@
+"""The command palette: the same registry as the footer and help, with prefixes
+``view:`` ``node:`` ``action:``, plus one entry per node and per log source."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from . import keymap
+
+if TYPE_CHECKING:
+    from .app import SparkApp
+
+
+class SparkCommands(Provider):
+    def _commands(self) -> list[tuple[str, str, str]]:
+        """(title, help, action string run on the main screen or app)."""
+        app: "SparkApp" = self.app  # type: ignore[assignment]
+        out: list[tuple[str, str, str]] = []
+        for e in keymap.entries():
+            if not e.palette:
+                continue
+            if e.mutating and not app.action_allowed(e.action.split("'")[1] if "'" in e.action else e.action):
+                continue
+            target = "app." if e.scope == "app" else "screen."
+            keys = ", ".join(keymap.display_key(k) for k in e.key_list)
+            out.append((f"{e.palette}: {e.description}", f"key {keys}", target + e.action))
+        for i, n in enumerate(app.engine.config.nodes):
+            out.append((f"node: {n.name}", f"show node {n.name} (key {i + 1})", f"screen.select_node({i})"))
+            for src in app.engine.logs.sources(n.name):
+                out.append((f"node: {n.name} log {src}", "show this log", f"app.show_log({i}, {src!r})"))
+        return out
+
+    async def discover(self) -> Hits:
+        for title, help_text, action in self._commands():
+            yield DiscoveryHit(title, partial(self._run, action), help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, help_text, action in self._commands():
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), partial(self._run, action), text=title, help=help_text)
+
+    async def _run(self, action: str) -> None:
+        await self.app.run_action(action, self.app.screen)

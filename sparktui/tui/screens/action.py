@@ -1,0 +1,122 @@
+"""Runs any ``sparktui.actions.base.Action`` and shows its steps as they happen, then the result.
+
+The action runs in an exclusive worker (IO stays out of widgets); its ActionEvents arrive as
+messages, and are also emitted into the engine so the session records them.  Confirmations go
+through the one ConfirmModal.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Log, Static
+from textual.worker import Worker, WorkerState
+
+from ...model import ActionEvent
+from ..messages import ActionDone, ActionProgress
+from .confirm import ConfirmModal
+from .findings import detail as finding_detail
+
+if TYPE_CHECKING:
+    from ...actions.base import Action, ActionResult
+    from ...actions.registry import ActionEntry
+
+STATUS_STYLE = {"ok": "$success", "warn": "$warning", "failed": "$error", "cancelled": "$warning",
+                "started": "$primary", "progress": "$primary", "info": "$text-muted"}
+
+
+class ActionScreen(Screen[None]):
+    BINDINGS = [Binding("escape", "back", "Back (cancels a running action)", id="action-back")]
+
+    def __init__(self, entry: "ActionEntry", action_cls: "type[Action]") -> None:
+        super().__init__()
+        self.entry = entry
+        self.action_cls = action_cls
+        self.result: "ActionResult | None" = None
+        self.events: list[ActionEvent] = []
+        self._worker: Worker | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="action-screen"):
+            yield Static(Content.assemble((self.entry.title, "bold"), ("   Esc: back / cancel", "$text-muted")),
+                         classes="action-title")
+            table: DataTable = DataTable(cursor_type="row", classes="action-steps")
+            yield table
+            yield Log(classes="action-log", max_lines=2000)
+            with VerticalScroll(classes="action-result"):
+                yield Static(Content.styled("running…", "$text-muted"), id="action-summary")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).add_columns("STEP", "STATUS", "NODE", "MESSAGE")
+        self._worker = self.run_action()
+
+    @work(exclusive=True, exit_on_error=False, group="action", description="guided action")
+    async def run_action(self) -> None:
+        ctx = self.app.make_action_context(emit=self._emit, confirm=self._confirm)  # type: ignore[attr-defined]
+        result = await self.action_cls().run(ctx)
+        self.post_message(ActionDone(result))
+
+    def _emit(self, event: ActionEvent) -> None:
+        self.post_message(ActionProgress(event))
+        engine = getattr(self.app, "engine", None)
+        if engine is not None:
+            engine.emit(event)
+
+    async def _confirm(self, title: str, detail: str) -> bool:
+        return bool(await self.app.push_screen_wait(ConfirmModal(title, detail)))
+
+    # ------------------------------------------------------------------ messages
+    def on_action_progress(self, message: ActionProgress) -> None:
+        ev = message.event
+        self.events.append(ev)
+        table = self.query_one(DataTable)
+        var = STATUS_STYLE.get(ev.status, "")
+        style = self.app.get_css_variables().get(var[1:], "") if var else ""
+        status = ev.status + (f" {ev.progress * 100:.0f}%" if ev.progress is not None else "")
+        cells = (Text(ev.step), Text(status, style=style), Text(ev.node), Text(ev.message[:200]))
+        key = f"{ev.node}/{ev.step}"
+        if key in table.rows:
+            for col, cell in zip(table.columns, cells):
+                table.update_cell(key, col, cell)
+        else:
+            table.add_row(*cells, key=key)
+        if ev.message:
+            self.query_one(Log).write_line(f"{ev.step} [{ev.status}] {ev.message}")
+
+    def on_action_done(self, message: ActionDone) -> None:
+        self.result = message.result  # type: ignore[assignment]
+        self._show_result()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker is not self._worker:
+            return
+        if event.state is WorkerState.ERROR:
+            err = event.worker.error
+            self.query_one("#action-summary", Static).update(
+                Content.styled(f"failed: {type(err).__name__}: {err}", "$error"))
+        elif event.state is WorkerState.CANCELLED and self.result is None:
+            self.query_one("#action-summary", Static).update(Content.styled("cancelled (cleanup ran)", "$warning"))
+
+    def _show_result(self) -> None:
+        r = self.result
+        if r is None:
+            return
+        head = Content.assemble(("PASSED  " if r.ok else "FAILED  ", ("$success" if r.ok else "$error") + " bold"), r.summary)
+        parts = [head]
+        for f in r.findings:
+            parts += [Content(""), finding_detail(f)]
+        self.query_one("#action-summary", Static).update(Content("\n").join(parts))
+
+    def action_back(self) -> None:
+        if self._worker is not None and self._worker.is_running:
+            self._worker.cancel()
+            return
+        self.dismiss(None)

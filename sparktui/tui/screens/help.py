@@ -1,0 +1,55 @@
+"""`?`: every key of the binding registry, grouped, with what it does."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from .. import keymap
+
+SCOPE_TITLES = {"app": "Everywhere", "main": "Node panes and logs"}
+
+
+def help_content(read_only: bool, keys_for: dict[str, str] | None = None) -> Content:
+    """The help text.  ``keys_for`` maps binding id -> keys after the user's keymap."""
+    keys_for = keys_for or {}
+    lines: list[Content] = []
+    for scope, title in SCOPE_TITLES.items():
+        lines.append(Content.styled(title, "bold $accent"))
+        for e in keymap.entries():
+            if e.scope != scope:
+                continue
+            keys = keys_for.get(e.id, e.keys)
+            shown = ", ".join(keymap.display_key(k.strip()) for k in keys.split(","))
+            desc = e.description
+            if e.mutating:
+                desc += "  (changes the node; hidden when read-only)" if not read_only else "  (hidden: read-only)"
+            style = "$text-muted" if (e.mutating and read_only) else ""
+            lines.append(Content.assemble((f"  {shown:<18}", "bold $primary"), (desc, style)))
+        lines.append(Content(""))
+    lines.append(Content.styled("In the filter box: Enter keeps the filter, Esc closes it; Esc again clears it.", "$text-muted"))
+    lines.append(Content.styled("In the log: ↑/↓ PgUp/PgDn scroll (scrolling up detaches), End/G follows again.", "$text-muted"))
+    return Content("\n").join(lines)
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [
+        Binding("escape,question_mark,f1,q", "dismiss", "Close", id="help-close"),
+    ]
+
+    def __init__(self, read_only: bool = False, keys_for: dict[str, str] | None = None) -> None:
+        super().__init__()
+        self.read_only = read_only
+        self.keys_for = keys_for
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="dialog help"):
+            yield Static("sparktui — keys", classes="dialog-title")
+            yield Static(help_content(self.read_only, self.keys_for), id="help-body")
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(None)

@@ -1,0 +1,204 @@
+"""The main screen: one pane per node side by side, or one at a time with a switcher when narrow."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import BindingsMap
+from textual.containers import Horizontal
+from textual.content import Content
+from textual.markup import escape
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from .. import keymap
+from ..widgets.findings_strip import FindingsStrip
+from ..widgets.node_pane import NodePane
+from .findings import FindingsScreen
+
+if TYPE_CHECKING:
+    from ...model import Finding
+    from ..app import SparkApp
+
+WIDE = 140  # columns needed for panes side by side
+
+
+class MainScreen(Screen[None]):
+    BINDINGS = keymap.bindings("main")
+    app: "SparkApp"
+
+    def __init__(self) -> None:
+        super().__init__()
+        # rebuilt per instance: the guided actions available depend on what this build contains
+        self._bindings = BindingsMap([*Screen.BINDINGS, *keymap.bindings("main")])
+        self.active = 0
+
+    def compose(self) -> ComposeResult:
+        app = self.app
+        cfg = app.engine.config
+        yield Static(id="topbar")
+        yield Static(id="node-switcher")
+        with Horizontal(id="panes"):
+            for i, n in enumerate(cfg.nodes):
+                yield NodePane(n.name, app.engine.logs, role=n.role, default_source=cfg.cluster.name,
+                               gpu_mem_util=cfg.cluster.gpu_memory_utilization, clock=app.clock, id=f"pane-{i}")
+        yield FindingsStrip(id="findings-strip")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._layout(self.size.width)
+        self._topbar()
+        self.refresh_state()
+        panes = self.panes
+        if panes:
+            panes[0].log_view.lines.focus()
+
+    @property
+    def panes(self) -> list[NodePane]:
+        return list(self.query(NodePane))
+
+    @property
+    def active_pane(self) -> NodePane:
+        panes = self.panes
+        return panes[min(self.active, len(panes) - 1)]
+
+    # ------------------------------------------------------------------ refresh
+    def refresh_state(self) -> None:
+        app = self.app
+        state = app.engine.state
+        now = app.clock()
+        findings = state.sorted_findings()
+        error_nodes = {f.node for f in findings if f.severity == "error"}
+        for pane in self.panes:
+            pane.update_from(state.nodes.get(pane.node), now, has_error=pane.node in error_nodes)
+        self.query_one(FindingsStrip).show(findings)
+        self._switcher()
+
+    def _topbar(self) -> None:
+        app = self.app
+        parts: list[str | tuple[str, str]] = [("sparktui", "bold $accent"), "  ", app.engine.config.cluster.name]
+        if app.subtitle_text:
+            parts.append(("  " + app.subtitle_text, "$text-muted"))
+        if app.read_only:
+            parts.append(("  READ-ONLY ", "$warning reverse bold"))
+        parts.append(("   ?: help  ctrl+p: commands", "$text-muted"))
+        self.query_one("#topbar", Static).update(Content.assemble(*parts))
+
+    def _switcher(self) -> None:
+        state = self.app.engine.state
+        bits = []
+        for i, pane in enumerate(self.panes):
+            ns = state.nodes.get(pane.node)
+            mark = "✖" if ns is not None and ns.reachable is False else "●"
+            label = f" {i + 1} {escape(pane.node)} {mark} "
+            style = "reverse bold" if i == self.active else ""
+            bits.append(f"[@click=screen.select_node({i})][{style}]{label}[/][/]" if style else
+                        f"[@click=screen.select_node({i})]{label}[/]")
+        self.query_one("#node-switcher", Static).update(Content.from_markup("nodes:" + "".join(bits) + "   n: next"))
+
+    # ------------------------------------------------------------------ layout
+    def on_resize(self, event: events.Resize) -> None:
+        self._layout(event.size.width)
+
+    def _layout(self, width: int) -> None:
+        self.set_class(width < WIDE, "-narrow")
+        for i, pane in enumerate(self.panes):
+            pane.set_class(i == self.active, "-active")
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        for i, pane in enumerate(self.panes):
+            if event.widget in pane.walk_children() or event.widget is pane:
+                if i != self.active:
+                    self.active = i
+                    self._layout(self.size.width)
+                    self._switcher()
+                break
+
+    # ------------------------------------------------------------------ actions (registry: scope "main")
+    def action_select_node(self, index: int) -> None:
+        panes = self.panes
+        if not 0 <= index < len(panes):
+            return
+        self.active = index
+        self._layout(self.size.width)
+        self._switcher()
+        panes[index].log_view.lines.focus()
+
+    def action_next_node(self) -> None:
+        self.action_select_node((self.active + 1) % max(1, len(self.panes)))
+
+    def action_filter(self) -> None:
+        self.active_pane.log_view.open_filter()
+
+    def action_clear_filter(self) -> None:
+        view = self.active_pane.log_view
+        if view.filtering:
+            view.close_filter(clear=not view.lines.filter_pattern or view.filter_error is not None)
+        elif view.lines.filter_pattern:
+            view.close_filter(clear=True)
+        elif self.screen.maximized is not None:
+            self.minimize()
+
+    def action_follow(self) -> None:
+        self.active_pane.log_view.lines.action_scroll_end()
+
+    def action_log_top(self) -> None:
+        self.active_pane.log_view.lines.action_scroll_home()
+
+    def action_toggle_wrap(self) -> None:
+        lines = self.active_pane.log_view.lines
+        lines.wrap = not lines.wrap
+        self.active_pane.log_view.update_chrome()
+
+    def action_toggle_timestamps(self) -> None:
+        lines = self.active_pane.log_view.lines
+        lines.show_timestamps = not lines.show_timestamps
+        self.active_pane.log_view.update_chrome()
+
+    def action_next_source(self) -> None:
+        self.active_pane.cycle_source(+1)
+
+    def action_prev_source(self) -> None:
+        self.active_pane.cycle_source(-1)
+
+    def action_zoom(self) -> None:
+        if self.maximized is not None:
+            self.minimize()
+        else:
+            self.maximize(self.active_pane)
+
+    def action_findings(self) -> None:
+        self.app.push_screen(FindingsScreen(self.app.engine.state.sorted_findings()), self.jump_to_finding)
+
+    def action_guided(self, name: str) -> None:
+        self.app.open_action(name)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "guided" and parameters:
+            return self.app.action_allowed(str(parameters[0]))
+        return True
+
+    # ------------------------------------------------------------------ findings -> log
+    def jump_to_finding(self, finding: "Finding | None") -> None:
+        if finding is None:
+            return
+        src, node = finding.source or "", finding.node
+        if node and src.startswith(node + "/"):
+            source = src[len(node) + 1:]
+        elif not node and "/" in src:
+            node, source = src.split("/", 1)
+        else:
+            source = src
+        panes = self.panes
+        for i, pane in enumerate(panes):
+            if pane.node == node:
+                self.action_select_node(i)
+                if source:
+                    pane.log_view.set_source(source)
+                if finding.line:
+                    pane.log_view.lines.jump_to(finding.line - 1)
+                pane.log_view.update_chrome()
+                return
+        self.app.notify(f"no pane for node {node!r}", severity="warning")

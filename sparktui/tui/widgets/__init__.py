@@ -1,0 +1,1 @@
+"""Widgets: they render state and never do IO."""

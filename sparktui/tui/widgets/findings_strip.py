@@ -1,0 +1,35 @@
+"""One line on the main screen: findings counted by severity and the newest title."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from textual.content import Content
+from textual.widgets import Static
+
+from ...model import Finding
+
+SEVERITY_STYLE = {"error": "$error", "warning": "$warning", "info": "$primary"}
+
+
+def summary(findings: Sequence[Finding]) -> Content:
+    if not findings:
+        return Content.styled("findings: none so far", "$text-muted")
+    counts = {s: sum(1 for f in findings if f.severity == s) for s in ("error", "warning", "info")}
+    parts: list[str | tuple[str, str]] = [("findings ", "bold")]
+    for sev, n in counts.items():
+        if n:
+            parts.append((f" {n} {sev} ", f"{SEVERITY_STYLE[sev]} reverse"))
+            parts.append(" ")
+    newest = max(findings, key=lambda f: f.ts)
+    where = f" ({newest.node})" if newest.node else ""
+    parts.append(("— newest: ", "$text-muted"))
+    parts.append((newest.title + where, SEVERITY_STYLE.get(newest.severity, "")))
+    parts.append(("   f: panel", "$text-muted"))
+    return Content.assemble(*parts)
+
+
+class FindingsStrip(Static):
+    def show(self, findings: Sequence[Finding]) -> None:
+        self.set_class(any(f.severity == "error" for f in findings), "-error")
+        self.update(summary(findings))

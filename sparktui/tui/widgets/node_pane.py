@@ -1,0 +1,159 @@
+"""One node: header, container table, memory + sparkline, GPU, startup progress, log view.
+
+``update_from(node_state, now)`` is the only way data gets in; it re-renders a part only when the
+(immutable) state object behind it changed, so a 20 Hz refresh is cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import DataTable, ProgressBar, Sparkline, Static
+
+from ...model import MILESTONE_ORDER
+from . import node_stats
+from .log_view import LogView
+
+if TYPE_CHECKING:
+    from ...logs.store import LogStore
+    from ...state import NodeState
+
+
+class NodePane(Vertical):
+    COMPONENT_CLASSES = {"state--running", "state--stopped", "state--other"}
+
+    class SourceChosen(Message):
+        def __init__(self, pane: "NodePane", source: str) -> None:
+            super().__init__()
+            self.pane = pane
+            self.source = source
+
+    def __init__(self, node: str, store: "LogStore", *, role: str = "", default_source: str = "",
+                 gpu_mem_util: float | None = None, clock: Callable[[], float], id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.node = node
+        self.store = store
+        self.role = role
+        self.default_source = default_source
+        self.gpu_mem_util = gpu_mem_util
+        self.clock = clock
+        self._seen: dict[str, object] = {}
+        self._widths: list[int] = []
+        self.border_title = node
+
+    def compose(self) -> ComposeResult:
+        yield Static(classes="pane-header")
+        table: DataTable = DataTable(cursor_type="row", zebra_stripes=False, classes="containers")
+        yield table
+        yield Static(classes="memory")
+        yield Sparkline([], classes="mem-spark")
+        yield Static(classes="gpu")
+        with Horizontal(classes="startup"):
+            yield ProgressBar(total=len(MILESTONE_ORDER), show_eta=False, show_percentage=False)
+            yield Static(classes="startup-label")
+        yield LogView(self.store, self.node)
+
+    @property
+    def log_view(self) -> LogView:
+        return self.query_one(LogView)
+
+    # ------------------------------------------------------------------ data in
+    def update_from(self, ns: "NodeState | None", now: float, *, has_error: bool = False) -> None:
+        if ns is None:
+            return
+        self.set_class(ns.reachable is False, "-unreachable")
+        if self._changed("header", (ns.reachable, ns.unreachable_since, ns.retry_in, ns.error, ns.backend,
+                                    int(now) if ns.reachable is False else 0)):
+            self.query_one(".pane-header", Static).update(node_stats.header(ns, now, self.role))
+        if self._changed("containers", (ns.containers, int(now))):
+            self._fill_table(ns, now)
+        if self._changed("memory", (ns.memory, self.size.width)):
+            self.query_one(".memory", Static).update(node_stats.memory(ns, self.size.width - 4, self.gpu_mem_util))
+            self.query_one(Sparkline).data = list(ns.memory_history)
+        if self._changed("gpu", (ns.gpus, ns.gpu_available, ns.gpu_error)):
+            self.query_one(".gpu", Static).update(node_stats.gpu(ns))
+        if self._changed("startup", (ns.milestones, has_error)):
+            value, label = node_stats.startup(ns)
+            self.query_one(ProgressBar).update(progress=value)
+            self.query_one(".startup", Horizontal).set_class(has_error, "-error")
+            self.query_one(".startup-label", Static).update(label)
+        view = self.log_view
+        if view.source is None:  # the user's choice sticks, even before its log has lines
+            chosen = self._default_source(ns)
+            if chosen:
+                view.set_source(chosen)
+        view.refresh_data()
+
+    def _changed(self, part: str, key: object) -> bool:
+        old = self._seen.get(part, _MISSING)
+        if old is not _MISSING and _same(old, key):
+            return False
+        self._seen[part] = key
+        return True
+
+    def _default_source(self, ns: "NodeState") -> str | None:
+        with_logs = set(self.store.sources(self.node))
+        if self.default_source in with_logs:
+            return self.default_source
+        for c in ns.container_list():
+            if c.name in with_logs:
+                return c.name
+        return sorted(with_logs)[0] if with_logs else None
+
+    def _fill_table(self, ns: "NodeState", now: float) -> None:
+        table = self.query_one(DataTable)
+        keep = table.cursor_row
+        rows = []
+        for c in ns.container_list():
+            state = c.state.value + (f" ({c.health})" if c.health else "")
+            rows.append((c, (c.name, c.image, state, node_stats.uptime_or_exit(c, now))))
+        widths = [max([len(h)] + [len(r[1][i]) for r in rows]) for i, h in enumerate(COLUMNS)]
+        widths = [min(w, cap) for w, cap in zip(widths, (28, 40, 20, 12))]
+        if widths != self._widths:  # explicit widths: re-add the columns when content needs it
+            table.clear(columns=True)
+            for label, w in zip(COLUMNS, widths):
+                table.add_column(label, width=w, key=label)
+            self._widths = widths
+        else:
+            table.clear()
+        for c, cells in rows:
+            style = self.get_component_rich_style(node_stats.state_class(c.state), partial=True)
+            # names and images are data: Text, never markup
+            table.add_row(Text(cells[0]), Text(cells[1]), Text(cells[2], style=style), Text(cells[3]), key=c.name)
+        if table.row_count:
+            table.move_cursor(row=min(keep, table.row_count - 1), animate=False, scroll=False)
+
+    def sources(self) -> list[str]:
+        """Log sources of this node: containers (table order) first, then other files."""
+        have = self.store.sources(self.node)
+        table = self.query_one(DataTable)
+        ordered = [str(k.value) for k in table.rows if str(k.value) in have]
+        return ordered + sorted(s for s in have if s not in ordered)
+
+    def cycle_source(self, delta: int) -> None:
+        srcs = self.sources()
+        if not srcs:
+            return
+        cur = self.log_view.source
+        i = srcs.index(cur) if cur in srcs else -1
+        self.log_view.set_source(srcs[(i + delta) % len(srcs)])
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        name = str(event.row_key.value)
+        self.log_view.set_source(name)
+        self.post_message(self.SourceChosen(self, name))
+
+
+_MISSING = object()
+COLUMNS = ("NAME", "IMAGE", "STATE", "UP / EXIT")
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
+        return all(x is y or x == y for x, y in zip(a, b))
+    return a is b or a == b

@@ -1,0 +1,134 @@
+"""Pure renderers of a node's facts into ``Content`` (styles are theme variables only).
+
+Every piece of text that comes from a node (names, images, process names) enters as plain text,
+never markup.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual.content import Content
+
+from ...model import MILESTONE_ORDER, ContainerInfo, ContainerState
+from ..format import bar, clock, duration, gib, level
+
+if TYPE_CHECKING:
+    from ...state import NodeState
+
+PHASE_LABELS = {
+    "container_started": "container started",
+    "ray_joined": "Ray node joined",
+    "arch_resolved": "architecture resolved",
+    "nccl_ready": "NCCL ready",
+    "weights_loading": "loading weights",
+    "weights_loaded": "weights loaded",
+    "kv_cache": "KV cache sized",
+    "cuda_graphs": "CUDA graphs captured",
+    "api_ready": "API listening",
+    "first_prompt": "first prompt answered",
+}
+
+
+def header(node: "NodeState", now: float, role: str = "") -> Content:
+    parts: list[str | tuple[str, str]] = [(node.name, "bold")]
+    if node.reachable is None:
+        parts.append(("  ◌ connecting…", "$text-muted"))
+    elif node.reachable:
+        parts.append(("  ● reachable", "$success"))
+    else:
+        parts.append((f"  ✖ unreachable since {clock(node.unreachable_since)}", "$error bold"))
+        if node.retry_in is not None:
+            parts.append((f", retry in {max(0, round(node.retry_in))}s", "$error"))
+        if node.error:
+            parts.append(("  " + node.error[:120], "$text-muted"))
+    meta = " · ".join(x for x in (node.backend, role) if x)
+    if meta:
+        parts.append(("  " + meta, "$text-muted"))
+    return Content.assemble(*parts)
+
+
+def uptime_or_exit(c: ContainerInfo, now: float) -> str:
+    if c.state is ContainerState.RUNNING:
+        return "up " + duration(now - c.started_at) if c.started_at else (c.status or "up")
+    if c.exit_code is not None:
+        return f"exit {c.exit_code}"
+    return c.status or "-"
+
+
+def state_class(state: ContainerState) -> str:
+    if state is ContainerState.RUNNING:
+        return "state--running"
+    if state in (ContainerState.EXITED, ContainerState.DEAD, ContainerState.REMOVED):
+        return "state--stopped"
+    return "state--other"
+
+
+def memory(node: "NodeState", width: int, gpu_mem_util: float | None = None) -> Content:
+    m = node.memory
+    if m is None:
+        return Content.styled("MEM  waiting for a sample…", "$text-muted")
+    frac = m.used_fraction
+    gauge_w = max(8, min(30, width - 56))
+    filled, empty = bar(frac, gauge_w)
+    parts: list[str | tuple[str, str]] = [
+        ("MEM ", "bold"), (filled, level(frac)), (empty, "$panel"),
+        f" {gib(m.used)}/{gib(m.total)} GiB",
+        ("  cache " + gib(m.cached), "$text-muted"),
+    ]
+    if m.psi_some_avg10 is not None:
+        psi_style = "$error" if m.psi_some_avg10 >= 10 else ("$warning" if m.psi_some_avg10 >= 1 else "$text-muted")
+        parts.append((f"  PSI {m.psi_some_avg10:.1f}%", psi_style))
+    if gpu_mem_util:
+        want = gpu_mem_util * m.total
+        style = "$error" if want > m.available and frac < 0.5 else "$text-muted"
+        parts.append((f"  vLLM wants {gib(want)} ({gpu_mem_util:.2f}×)", style))
+    return Content.assemble(*parts)
+
+
+def gpu(node: "NodeState") -> Content:
+    if node.gpu_available is False:
+        return Content.styled("GPU  none (no nvidia-smi" + (f": {node.gpu_error}" if node.gpu_error else "") + ")",
+                              "$text-muted")
+    if not node.gpus:
+        return Content.styled("GPU  waiting for a sample…", "$text-muted")
+    lines: list[Content] = []
+    for g in node.gpus:
+        parts: list[str | tuple[str, str]] = [(f"GPU{g.index} ", "bold"), g.name]
+        if g.util_percent is not None:
+            parts += ["  util ", (f"{g.util_percent:.0f}%", level(g.util_percent / 100, 0.5, 0.9))]
+        if g.power_w is not None:
+            lim = f"/{g.power_limit_w:.0f}" if g.power_limit_w else ""
+            parts.append(f"  {g.power_w:.1f}{lim} W")
+        if g.clock_sm_mhz is not None:
+            parts.append(f"  SM {g.clock_sm_mhz:.0f} MHz")
+        if g.temp_c is not None:
+            parts.append(f"  {g.temp_c:.0f}°C")
+        if g.unified_memory:
+            parts.append(("  mem unified", "$text-muted"))
+        else:
+            parts.append(f"  mem {gib(g.mem_used_bytes)}/{gib(g.mem_total_bytes)} GiB")
+        lines.append(Content.assemble(*parts))
+        for p in g.processes[:3]:
+            used = "[N/A]" if p.used_memory_bytes is None else f"{gib(p.used_memory_bytes)} GiB"
+            lines.append(Content.assemble(("   pid ", "$text-muted"), str(p.pid), " ", p.name[:40], ("  " + used, "$text-muted")))
+    return Content("\n").join(lines)
+
+
+def startup(node: "NodeState") -> tuple[float, Content]:
+    """(progress in phases 0..len(MILESTONE_ORDER), label)."""
+    ms = node.milestones
+    if not ms:
+        return 0.0, Content.styled("startup: waiting for the first milestone", "$text-muted")
+    idx = max(MILESTONE_ORDER.index(k) for k in ms if k in MILESTONE_ORDER) if any(k in MILESTONE_ORDER for k in ms) else -1
+    if idx < 0:
+        return 0.0, Content.styled("startup: -", "$text-muted")
+    phase = MILESTONE_ORDER[idx]
+    m = ms[phase]
+    value = float(idx + 1)
+    if phase == "weights_loading" and m.progress is not None and m.progress < 1:
+        value = idx + m.progress
+    label = PHASE_LABELS.get(phase, phase)
+    pct = f" {m.progress * 100:.0f}%" if phase == "weights_loading" and m.progress is not None else ""
+    text = (m.text or "")[:60]
+    return value, Content.assemble(("▶ ", "$accent"), (label + pct, "bold"), ("  " + text, "$text-muted"))
