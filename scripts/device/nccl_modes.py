@@ -142,6 +142,8 @@ def run_mode(mode: str, outdir: Path, port: int, interval: float) -> dict:
     killed_at = None
     deadline = t0 + (40 if mode == "healthy" else 90)
     while time.time() < deadline:
+        for p in procs.values():
+            p.poll()  # reap a dead rank at once, as its launcher would
         if mode == "killed" and killed_at is None and f"step {STOP_STEP}" in logs[1].read_text(errors="replace"):
             procs[1].send_signal(signal.SIGKILL)
             killed_at = time.time()
@@ -155,7 +157,13 @@ def run_mode(mode: str, outdir: Path, port: int, interval: float) -> dict:
     t_inv = time.time()
     cmd = [sys.executable, "-m", "sparktui", "investigate", "--config", str(cfg_path), "--json",
            "--bundle", str(mdir / "bundle"), "--interval", str(interval)]
-    res = subprocess.run(cmd, capture_output=True, text=True, cwd=str(ROOT), timeout=240)
+    inv = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(ROOT))
+    # keep reaping the workers while it runs: a real launcher (Ray, torchrun) reaps its dead children,
+    # and an unreaped zombie would look alive
+    reaper = threading.Thread(target=lambda: [p.wait() for p in procs.values()], daemon=True)
+    reaper.start()
+    out, err = inv.communicate(timeout=240)
+    res = subprocess.CompletedProcess(cmd, inv.returncode, out, err)
     t_done = time.time()
     w.stop.set()
     (mdir / "investigate.json").write_text(res.stdout)

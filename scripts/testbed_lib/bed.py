@@ -152,6 +152,7 @@ AllowStreamLocalForwarding yes
 X11Forwarding no
 PrintMotd no
 Subsystem sftp internal-sftp
+LogLevel VERBOSE
 SetEnv PATH={path} DOCKER_HOST=unix://{n.sock} {procs.MARK}={n.dir}/
 """)
 
@@ -201,12 +202,9 @@ SetEnv PATH={path} DOCKER_HOST=unix://{n.sock} {procs.MARK}={n.dir}/
     def stop_sshd(self, n: NodeDirs) -> None:
         procs.kill_tree(procs.read_pid(n.sshd_pid))
         # sessions whose listener already died (reparented to init) carry the node mark
-        for p in procs.bed_processes(str(n.dir) + "/"):
-            try:
-                if p.environ().get(procs.MARK) == f"{n.dir}/":
-                    procs.kill_tree(p.pid)
-            except procs.psutil.Error:
-                pass
+        for pid in procs.bed_processes(str(n.dir) + "/"):
+            if procs.node_mark(pid) == f"{n.dir}/":
+                procs.kill_tree(pid)
         n.sshd_pid.unlink(missing_ok=True)
 
     def stop_dockerd(self, n: NodeDirs) -> None:

@@ -1,4 +1,5 @@
-"""Process and mount helpers for the test bed: find what belongs to a bed, stop it, unmount it."""
+"""Process and mount helpers for the test bed, straight from /proc (no third-party modules: the
+script must run under whichever python3 root's PATH finds)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,35 @@ import subprocess
 import time
 from pathlib import Path
 
-import psutil
-
 MARK = "SPARKTUI_TESTBED_NODE"
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, ppid) of a process, or None when it is gone."""
+    raw = _read(f"/proc/{pid}/stat").decode(errors="replace")
+    if not raw:
+        return None
+    rest = raw[raw.rfind(")") + 2:].split()
+    return rest[0], int(rest[1])
+
+
+def pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    st = _stat(pid)
+    return st is not None and st[0] != "Z"
 
 
 def read_pid(pidfile: Path) -> int | None:
@@ -18,87 +45,92 @@ def read_pid(pidfile: Path) -> int | None:
         pid = int(pidfile.read_text().strip())
     except (OSError, ValueError):
         return None
-    return pid if psutil.pid_exists(pid) else None
+    return pid if alive(pid) else None
 
 
-def alive(pid: int | None) -> bool:
-    if pid is None:
-        return False
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for p in pids():
+        st = _stat(p)
+        if st is not None:
+            children.setdefault(st[1], []).append(p)
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
 
 
-def _kill_many(procs: list[psutil.Process], sig: int) -> None:
-    for p in procs:
+def _signal(pids_: list[int], sig: int) -> None:
+    for p in pids_:
         try:
-            p.send_signal(sig)
-        except psutil.Error:
+            os.kill(p, sig)
+        except (ProcessLookupError, PermissionError):
             pass
 
 
-def kill_tree(pid: int | None, *, term_wait: float = 0.0) -> None:
-    """Kill a process and every descendant (sshd listener + its per-connection children)."""
-    if pid is None:
+def _wait_gone(pids_: list[int], timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while any(alive(p) for p in pids_):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def kill_tree(pid: int | None) -> None:
+    """SIGKILL a process and every descendant (sshd listener + its per-connection children)."""
+    if pid is None or not alive(pid):
         return
-    try:
-        root = psutil.Process(pid)
-        procs = root.children(recursive=True) + [root]
-    except psutil.Error:
-        return
-    if term_wait:
-        _kill_many(procs, signal.SIGTERM)
-        psutil.wait_procs(procs, timeout=term_wait)
-    _kill_many(procs, signal.SIGKILL)
-    psutil.wait_procs(procs, timeout=5)
+    _signal([pid], signal.SIGSTOP)  # no new children while we collect them
+    allp = [pid, *descendants(pid)]
+    _signal(allp, signal.SIGKILL)
+    _wait_gone(allp, 5)
 
 
 def stop_gracefully(pid: int | None, timeout: float = 20.0) -> None:
     """SIGTERM, wait, then SIGKILL (dockerd needs the time to detach from live containers)."""
-    if pid is None:
+    if pid is None or not alive(pid):
         return
-    try:
-        p = psutil.Process(pid)
-        p.terminate()
-        p.wait(timeout)
-    except psutil.TimeoutExpired:
+    _signal([pid], signal.SIGTERM)
+    if not _wait_gone([pid], timeout):
         kill_tree(pid)
-    except psutil.Error:
-        pass
 
 
-def _belongs(p: psutil.Process, prefix: str) -> bool:
-    try:
-        if any(prefix in a for a in p.cmdline()):
+def _belongs(pid: int, prefix: str) -> bool:
+    pre = prefix.encode()
+    if any(pre in a for a in _read(f"/proc/{pid}/cmdline").split(b"\0")):
+        return True
+    for var in _read(f"/proc/{pid}/environ").split(b"\0"):
+        if var.startswith(MARK.encode() + b"=" + pre):
             return True
-        return p.environ().get(MARK, "").startswith(prefix)
-    except psutil.Error:
-        return False
+    return False
 
 
-def bed_processes(prefix: str) -> list[psutil.Process]:
-    """Every process whose command line names a path under ``prefix`` or that an sshd of the
-    bed started (marked through sshd's SetEnv)."""
+def bed_processes(prefix: str) -> list[int]:
+    """Processes whose command line names a path under ``prefix``, or that an sshd of the bed
+    started (marked through sshd's SetEnv)."""
     me = os.getpid()
-    return [p for p in psutil.process_iter() if p.pid != me and _belongs(p, prefix)]
+    return [p for p in pids() if p != me and _belongs(p, prefix)]
+
+
+def node_mark(pid: int) -> str | None:
+    for var in _read(f"/proc/{pid}/environ").split(b"\0"):
+        if var.startswith(MARK.encode() + b"="):
+            return var.split(b"=", 1)[1].decode(errors="replace")
+    return None
 
 
 def kill_bed_processes(prefix: str) -> int:
     """Kill leftovers, including the workloads under any containerd shim (a shim killed alone
     would orphan its container's processes)."""
-    procs = bed_processes(prefix)
-    everything: dict[int, psutil.Process] = {}
-    for p in procs:
-        everything[p.pid] = p
-        try:
-            for c in p.children(recursive=True):
-                everything[c.pid] = c
-        except psutil.Error:
-            pass
-    allp = list(everything.values())
-    _kill_many(allp, signal.SIGKILL)
-    psutil.wait_procs(allp, timeout=5)
+    found = bed_processes(prefix)
+    allp = set(found)
+    for p in found:
+        allp.update(descendants(p))
+    _signal(sorted(allp), signal.SIGKILL)
+    _wait_gone(sorted(allp), 5)
     return len(allp)
 
 

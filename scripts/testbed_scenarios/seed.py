@@ -55,6 +55,7 @@ def context_dir(tmp: Path) -> Path:
     for sub in ("site", "common", "vllm-node", "community"):
         shutil.copytree(IMAGES / sub, ctx / sub, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(STANDIN, ctx / "standin_vllm.py")
+    shutil.copytree(STANDIN.parent / "scripts", ctx / "sim_scripts", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(PATCH, ctx / "patch_vllm_registry.py")
     return ctx
 

@@ -158,7 +158,9 @@ class BuildImageAction(Action):
 
         client = await node.docker()
         # a client of its own: closing it aborts the build's HTTP stream (the daemon then cancels)
-        api = docker.APIClient(base_url=_unix_url(client), timeout=3600)
+        # built with the known API version: no blocking version request on the event loop (an SSH node's
+        # forwarded socket is served by this very loop)
+        api = docker.APIClient(base_url=_unix_url(client), version=client.api.api_version, timeout=3600)
         loop = asyncio.get_running_loop()
         before = {c["Id"] for c in await asyncio.to_thread(lambda: client.api.containers(all=True))}
         state = {"id": "", "error": "", "lines": []}

@@ -78,8 +78,7 @@ class Investigate(Action):
             for w in n.workers:
                 if w.pid in alive:
                     w.alive = alive[w.pid]
-        emit("progress", "workers: " + (", ".join(f"{w.label} pid {w.pid}{'' if w.alive else ' (gone)'}"
-                                                  for w in n.workers) or "none found"))
+        emit("progress", "workers: " + (", ".join(_describe(w) for w in n.workers) or "none found"))
         n.threads.append(Sample(t, probe.threads_text(data)))
         live = [w for w in n.workers if w.alive]
         jobs = [self._ras(n, node, t, emit), self._gpu(n, node, t, emit), self._logs(ctx, n, node, rnd, emit)]
@@ -100,10 +99,13 @@ class Investigate(Action):
         st = ras_parse.parse(raw)
         if st.ok and st.format == "json" or not st.ok and "refused JSON" not in raw:
             n.ras.append(Sample(t, raw, "json" if st.format == "json" else "text"))
-        if st.ok and st.format != "json" or "refused JSON" in raw:
-            raw = await probe.ras_status(node, fmt="text")
-            st = ras_parse.parse(raw)
-            n.ras.append(Sample(t, raw, "text"))
+        if st.ok or "refused JSON" in raw:
+            # the text form too: older servers only speak it, and it names outliers in words
+            raw_txt = await probe.ras_status(node, fmt="text")
+            st_txt = ras_parse.parse(raw_txt)
+            n.ras.append(Sample(t, raw_txt, "text"))
+            if not (st.ok and st.format == "json"):
+                st = st_txt
         if st.ok:
             counts = "; ".join(", ".join(f"rank {r.rank}: {r.total}" for r in c.ranks) for c in st.comms if c.ranks)
             emit("progress", f"RAS: {len(st.comms)} communicator(s) {counts}".strip())
@@ -167,6 +169,7 @@ class Investigate(Action):
                     after and (not before or before[-1] != after[-1])) else 0
                 n.log_growth[key] = max(0, grew)
         n.logs.update(logs)
+        _ranks_from_logs(n)
         emit("progress", f"logs: {len(logs)} source(s), last lines read")
 
     async def _containers(self, n, node, emit) -> None:
@@ -248,4 +251,23 @@ def verdict_findings(v: Verdict) -> list[Finding]:
     return out
 
 
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_COMM_RANK = re.compile(r"\bcomm 0x[0-9a-f]+ rank (\d+) nranks (\d+)")
+
+
+def _describe(w: Worker) -> str:
+    who = f"rank {w.rank} pid {w.pid}" if w.rank is not None else f"pid {w.pid}"
+    return who + ("" if w.alive else " (gone)")
+
+
+def _ranks_from_logs(n: NodeEvidence) -> None:
+    """A worker known only by pid (e.g. from its NCCL debug file) gets its rank from a comm-init line."""
+    for w in n.workers:
+        key = f"pid {w.pid}"
+        if w.rank is not None or key not in n.logs:
+            continue
+        for line in n.logs[key][:400]:
+            m = _COMM_RANK.search(line)
+            if m:
+                w.rank, w.world_size = int(m.group(1)), w.world_size or int(m.group(2))
+                n.logs[f"rank {w.rank}"] = n.logs.pop(key)
+                break

@@ -22,6 +22,7 @@ class ActionEntry:
     cls: str
     mutating: bool
     key: str  # Textual key name in the TUI
+    screen: str = ""  # optional "module:Class" of a richer TUI screen, built like ActionScreen(entry, cls)
 
 
 ENTRIES: tuple[ActionEntry, ...] = (
@@ -29,7 +30,8 @@ ENTRIES: tuple[ActionEntry, ...] = (
     ActionEntry("validate", "Validate image + model on one node", "sparktui.actions.validate", "ValidateAction", True, "v"),
     ActionEntry("build-image", "Build the hybrid image", "sparktui.actions.image", "BuildImageAction", True, "b"),
     ActionEntry("push-image", "Push the image node-to-node", "sparktui.actions.image", "PushImageAction", True, "p"),
-    ActionEntry("investigate", "Investigate an NCCL hang", "sparktui.actions.investigate", "InvestigateAction", False, "i"),
+    ActionEntry("investigate", "Investigate an NCCL hang", "sparktui.actions.investigate", "Investigate", False, "i",
+                screen="sparktui.tui.investigate:InvestigateScreen"),
 )
 
 
@@ -51,6 +53,17 @@ def load(entry: ActionEntry) -> "type[Action] | None":
         if issubclass(obj, Action) and obj is not Action and getattr(obj, "name", None) == entry.name:
             return obj
     return None
+
+
+def load_screen(entry: ActionEntry) -> type | None:
+    """The entry's own screen class when it names one that imports, else None (generic screen)."""
+    if not entry.screen:
+        return None
+    module, _, name = entry.screen.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name, None)
+    except Exception:
+        return None
 
 
 def entry(name: str) -> ActionEntry | None:

@@ -24,7 +24,14 @@ Emit = Callable[[object], None]
 async def memory_loop(node, name: str, emit: Emit, interval: float) -> None:
     psi_ok = True
     while True:
-        meminfo = (await node.read_file(MEMINFO)).decode("utf-8", "replace")
+        try:
+            meminfo = (await node.read_file(MEMINFO)).decode("utf-8", "replace")
+        except NodeUnreachable:
+            raise
+        except NodeError as exc:  # a slow read: try again next turn
+            log.warning("%s: %s", name, exc)
+            await asyncio.sleep(interval)
+            continue
         psi = None
         if psi_ok:
             try:
@@ -60,24 +67,33 @@ class GpuLoop:
 
     async def run(self) -> None:
         while True:
-            res = await self.node.run(gpu_probe.QUERY_GPU, timeout=20)
-            if res.returncode == 127:
-                self.emit(GpuSample(node=self.name, gpus=(), available=False, error="nvidia-smi not found"))
-                await asyncio.sleep(self.ABSENT_RECHECK)
-                continue
-            await self._apps_once()
-            sample = gpu_probe.gpu_sample(self.name, res.returncode, res.text, self.apps_rc, self.apps_text,
-                                          res.err_text)
-            self.emit(sample)
-            if not res.ok or sample.error:
-                await asyncio.sleep(max(10.0, self.interval))
-                continue
-            apps = asyncio.create_task(self._apps_loop())
             try:
-                await self._follow()
-            finally:
-                apps.cancel()
-            await asyncio.sleep(self.interval)  # the loop process ended: start over
+                await self._turn()
+            except NodeUnreachable:
+                raise
+            except NodeError as exc:  # e.g. nvidia-smi hung past its timeout
+                self.emit(GpuSample(node=self.name, gpus=(), available=True, error=str(exc)))
+                await asyncio.sleep(max(10.0, self.interval))
+
+    async def _turn(self) -> None:
+        res = await self.node.run(gpu_probe.QUERY_GPU, timeout=20)
+        if res.returncode == 127:
+            self.emit(GpuSample(node=self.name, gpus=(), available=False, error="nvidia-smi not found"))
+            await asyncio.sleep(self.ABSENT_RECHECK)
+            return
+        await self._apps_once()
+        sample = gpu_probe.gpu_sample(self.name, res.returncode, res.text, self.apps_rc, self.apps_text,
+                                      res.err_text)
+        self.emit(sample)
+        if not res.ok or sample.error:
+            await asyncio.sleep(max(10.0, self.interval))
+            return
+        apps = asyncio.create_task(self._apps_loop())
+        try:
+            await self._follow()
+        finally:
+            apps.cancel()
+        await asyncio.sleep(self.interval)  # the loop process ended: start over
 
     async def _apps_once(self) -> None:
         r = await self.node.run(gpu_probe.QUERY_APPS, timeout=20)
@@ -129,13 +145,20 @@ class GpuLoop:
 async def links_loop(node, name: str, emit: Emit, interval: float) -> None:
     has_ibdev = True
     while True:
-        res = await node.run(link_probe.IP_ADDR, timeout=20)
-        rdma: dict[str, str] = {}
-        if has_ibdev:
-            ib = await node.run(link_probe.IBDEV2NETDEV, timeout=20)
-            has_ibdev = ib.returncode != 127
-            if ib.ok:
-                rdma = link_probe.parse_ibdev2netdev(ib.text)
+        try:
+            res = await node.run(link_probe.IP_ADDR, timeout=20)
+            rdma: dict[str, str] = {}
+            if has_ibdev:
+                ib = await node.run(link_probe.IBDEV2NETDEV, timeout=20)
+                has_ibdev = ib.returncode != 127
+                if ib.ok:
+                    rdma = link_probe.parse_ibdev2netdev(ib.text)
+        except NodeUnreachable:
+            raise
+        except NodeError as exc:
+            log.warning("%s: links: %s", name, exc)
+            await asyncio.sleep(interval)
+            continue
         if res.ok:
             try:
                 emit(LinkSample(node=name, links=tuple(link_probe.parse_ip_addr(res.text, rdma))))

@@ -16,8 +16,9 @@ def run(args) -> int:
     from ..tui.boot import make_engine, run_app
 
     scenario = getattr(args, "scenario", "healthy") or "healthy"
-    speed = float(getattr(args, "speed", 1.0) or 1.0)
-    if speed <= 0:
+    speed = getattr(args, "speed", None)
+    speed = 1.0 if speed is None else float(speed)
+    if not speed > 0:  # also NaN
         print("sparktui: --speed must be > 0", file=sys.stderr)
         return 2
     config = demo_config()

@@ -32,8 +32,10 @@ def _open(path: str) -> tuple[IO[bytes], str]:
         except OSError as exc:
             raise InputError(f"sparktui diagnose: cannot read {path}: {exc.strerror or exc}") from None
         name = path
+    if not hasattr(fh, "peek"):
+        fh = io.BufferedReader(fh)  # type: ignore[arg-type]
     try:
-        head = fh.peek(2)[:2] if hasattr(fh, "peek") else b""  # type: ignore[attr-defined]
+        head = fh.peek(2)[:2]  # type: ignore[attr-defined]
     except OSError as exc:
         raise InputError(f"sparktui diagnose: cannot read {name}: {exc.strerror or exc}") from None
     if path.endswith(".gz") or head == b"\x1f\x8b":
@@ -126,7 +128,7 @@ def render_text(dg, colour: bool) -> str:
         out.append("NCCL ranks:")
         for r in summ["nccl"]:
             inits = ", ".join(f"{cm['comm_id'] or cm['comm']} {cm['init']}" for cm in r["comms"]) or "no comm"
-            out.append(f"    rank {r['rank']} ({r['source']}): NCCL {r['version'] or '?'}, "
+            out.append(f"    rank {r['rank'] if r['rank'] is not None else '?'} ({r['source']}): NCCL {r['version'] or '?'}, "
                        f"{r['transport'] or 'transport ?'}, {inits}")
             if r["last_nccl_line"]:
                 out.append(f"        last NCCL line {r['last_nccl_line_no']}: {clean_line(r['last_nccl_line'])[:160]}")

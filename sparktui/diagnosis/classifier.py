@@ -37,6 +37,13 @@ _NCCL_LITERALS = (
 )
 
 
+# Scanning cost is one pass over the batch per literal, so a few short "umbrella" literals stand in
+# for the longer ones that contain them (a superset filter: the regexes decide).  Each is rare in
+# ordinary logs; e.g. "onnect" covers "Connection refused", "connect to ", "Connected all rings".
+_UMBRELLAS = ("onnect", "ut of memory", "vailable KV cache memory", "ast enqueued", "No available ",
+              "Load weight ", "GCS", "Model ")
+
+
 def _ev(text: str) -> str:
     text = clean_line(text).strip()
     return text if len(text) <= MAX_EVIDENCE_CHARS else text[: MAX_EVIDENCE_CHARS - 1] + "…"
@@ -59,6 +66,7 @@ def compile_scanner(catalogue: Catalogue | None = None, rules: Rules | None = No
     c = _compiled_cache.get(key)
     if c is None:
         lits = set(cat.literals) | set(rul.literals) | set(_NCCL_LITERALS) | {TB_START}
+        lits |= {u for u in _UMBRELLAS if any(u in lit for lit in lits)}
         # a literal containing another is redundant: the shorter one finds the same lines
         ordered = sorted(lits, key=len)
         minimal: list[str] = []
@@ -89,7 +97,9 @@ class SourceScanner:
         self.findings: list[Finding] = []
         self._raised: set[tuple[str, str]] = set()
         self.milestones = MilestoneTracker(node, source, self.c.rules)
-        self.nccl = RankTracker(source, node)
+        self.nccl = RankTracker(source, node)  # the first NCCL process of this source
+        self.procs: dict[str, RankTracker] = {}  # "host:pid" -> tracker (a Ray head log holds several)
+        self._last_proc: RankTracker = self.nccl
         self.tail: deque[tuple[int, str]] = deque(maxlen=TAIL_LINES)
         self._tb: TracebackTracker | None = None
         self._active_ops_at: int | None = None  # "ACTIVE OPS" was the last line of a batch
@@ -105,11 +115,14 @@ class SourceScanner:
             return []
         if first_lineno is not None and first_lineno > 0:
             self.lineno = first_lineno - 1
-        if not isinstance(lines[0], str) or any(not isinstance(x, str) for x in lines):
+        try:
+            if max(map(len, lines)) > MAX_LINE:
+                lines = [x[:MAX_LINE] if len(x) > MAX_LINE else x for x in lines]
+            text = "\n".join(lines)  # type: ignore[arg-type]
+        except TypeError:  # bytes (or a mix) in: decode, never fail on invalid UTF-8
             lines = [x.decode("utf-8", "replace") if isinstance(x, (bytes, bytearray)) else str(x) for x in lines]
-        if max(map(len, lines)) > MAX_LINE:
             lines = [x[:MAX_LINE] if len(x) > MAX_LINE else x for x in lines]
-        text = "\n".join(lines)
+            text = "\n".join(lines)
         if text.count("\n") != len(lines) - 1:  # a caller passed embedded newlines: keep numbering
             lines = [x.replace("\n", " ") for x in lines]
             text = "\n".join(lines)
@@ -118,7 +131,7 @@ class SourceScanner:
         n = len(lines)
         start = 0
         if self._active_ops_at is not None:
-            self.nccl.feed_active_ops(lines[0], self._active_ops_at)
+            self._last_proc.feed_active_ops(lines[0], self._active_ops_at)
             self._active_ops_at = None
         if self._tb is not None:
             start = self._run_tb(lines, 0, base, out)
@@ -126,10 +139,28 @@ class SourceScanner:
                 start = self._line(lines, start, base, out) + 1
         if start < n:
             self._scan(lines, text, start, base, out)
+        self._last_nccl(lines, text, base)
         self.lineno = base + n
         for i in range(max(0, n - TAIL_LINES), n):
             self.tail.append((base + i + 1, lines[i]))
         return out
+
+    def _last_nccl(self, lines: list[str], text: str, base: int) -> None:
+        """The last NCCL line of the batch (what a rank was doing when its log stopped)."""
+        p = text.rfind(" NCCL ")
+        for _ in range(16):  # bounded: a batch ending in many non-envelope "NCCL" mentions
+            if p == -1:
+                return
+            idx = text.count("\n", 0, p)
+            line = lineprefix.clean(lines[idx])
+            parsed = parse_nccl_line(line)
+            if parsed is not None:
+                t = self._tracker(parsed.host, parsed.pid)
+                t.host = t.host or parsed.host
+                t.pids.add(parsed.pid)
+                t.last_line = (base + idx + 1, line)
+                return
+            p = text.rfind(" NCCL ", 0, text.rfind("\n", 0, p) + 1) if idx else -1
 
     def _scan(self, lines: list[str], text: str, start: int, base: int, out: list) -> None:
         offset = 0
@@ -168,7 +199,7 @@ class SourceScanner:
             if TB_START not in body:
                 self._classify(line, body, lineno, out, lines, idx)
                 return idx
-            self._tb = TracebackTracker(lineno, sig, line)
+            self._tb = TracebackTracker(lineno, sig, line, locked=body.startswith(TB_START))
             end = self._run_tb(lines, idx + 1, base, out)
             if end >= n:
                 return n - 1
@@ -184,28 +215,43 @@ class SourceScanner:
         if "NCCL" in line:
             p = parse_nccl_line(line)
             if p is not None:
-                before = self.nccl.comms.get(p.data.get("comm", ""))
+                t = self._tracker(p.host, p.pid)
+                before = t.comms.get(p.data.get("comm", ""))
                 was_complete = bool(before and before.init_complete)
-                self.nccl.feed(p, lineno, line)
+                t.feed(p, lineno, line)
+                self._last_proc = t
                 if p.kind == "comm" and p.data.get("phase") == "COMPLETE" and p.data.get("what") == "Init" \
                         and not was_complete:
-                    self._nccl_ready(lineno, out)
+                    self._nccl_ready(t, lineno, out)
                 elif p.kind == "channel" and "nccl_ready" in self.milestones.reached:
-                    self._nccl_ready(lineno, out)
+                    self._nccl_ready(t, lineno, out)
         if "ork" in line:
             w = parse_watchdog_line(line)
             if w is not None:
-                self.nccl.feed_watchdog(w, lineno, line)
+                t = next((x for x in self.trackers if w.rank is not None and x.rank == w.rank), self._last_proc)
+                t.feed_watchdog(w, lineno, line)
         if body.strip() == "ACTIVE OPS":
             if lines is not None and idx + 1 < len(lines):
-                self.nccl.feed_active_ops(lines[idx + 1], lineno + 1)
+                self._last_proc.feed_active_ops(lines[idx + 1], lineno + 1)
             else:
                 self._active_ops_at = lineno + 1
         out.extend(self.milestones.match(line, lineno))
 
-    def _nccl_ready(self, lineno: int, out: list) -> None:
-        st = self.nccl._current()
-        transport = self.nccl.transport
+    def _tracker(self, host: str, pid: int) -> RankTracker:
+        key = f"{host}:{pid}"
+        t = self.procs.get(key)
+        if t is None:
+            t = self.nccl if not self.procs else RankTracker(self.source, self.node)
+            self.procs[key] = t
+        return t
+
+    @property
+    def trackers(self) -> list[RankTracker]:
+        return list(dict.fromkeys(self.procs.values())) or [self.nccl]
+
+    def _nccl_ready(self, t: RankTracker, lineno: int, out: list) -> None:
+        st = t._current()
+        transport = t.transport
         detail = {"transport": transport} if transport else {}
         part = ""
         if st is not None:
@@ -241,11 +287,18 @@ class SourceScanner:
         if tb is None or tb.exception_line is None:
             return
         lineno, exc = tb.exception_line
-        entry: Entry | None = None
+        # every line of the exception message may name the cause ("Last error: Bootstrap : no socket
+        # interface found" under an "internal error"): the most specific (priority) entry wins,
+        # earlier lines on ties; one already raised from this source (its NCCL WARN line) yields
+        # to the next, so the traceback still gets its own finding.
+        matches: list[Entry] = []
         for cand in tb.candidates():
-            entry = self.cat.match(cand[:MAX_LINE])
-            if entry is not None:
-                break
+            e = self.cat.match(cand[:MAX_LINE])
+            if e is not None and e not in matches:
+                matches.append(e)
+        fresh = [e for e in matches if (e.id, "") not in self._raised]
+        pool = fresh or matches
+        entry: Entry | None = max(pool, key=lambda e: e.priority) if pool else None
         if entry is None:
             entry = self.cat["unhandled_exception"]
         self._raise(entry, lineno, tb.evidence(), out, key=exc.split(":")[0][-80:])
@@ -295,7 +348,7 @@ class SourceScanner:
         self.finished = True
         last_error = max((f.line or 0 for f in self.findings if f.severity == "error"), default=0)
         tail = [f"{n}: {t}" for n, t in self.tail]
-        for st in self.nccl.open_inits():
+        for st in (s for t in self.trackers for s in t.open_inits()):
             if (st.init_start or 0) > last_error:
                 f = self.raise_derived(
                     "nccl_init_hang", st.init_start,

@@ -25,7 +25,7 @@ from ..model import (
 from .catalogue import Catalogue, default_catalogue
 from .classifier import SourceScanner
 from .milestones import Rules
-from .nccl_ranks import Behind, compare_ranks, versions_differ
+from .nccl_ranks import Behind, bootstrap_subnets_differ, compare_ranks, versions_differ
 from .ranking import rank_findings
 
 
@@ -92,13 +92,18 @@ class Diagnoser:
         """End of input (offline): close tracebacks, report hangs, compare ranks."""
         out: list = []
         for sc in self.scanners.values():
+            out.extend(sc.flush())
+        out.extend(self._cross_rank())  # first: its findings name the lagging rank
+        for sc in self.scanners.values():
             out.extend(sc.finish())
-        out.extend(self._cross_rank())
         return _wrap(out)
 
     # ------------------------------------------------------------------ cross-source analysis
     def behind(self) -> list[Behind]:
-        return compare_ranks([sc.nccl for sc in self.scanners.values()])
+        return compare_ranks(self.trackers())
+
+    def trackers(self):
+        return [t for sc in self.scanners.values() for t in sc.trackers]
 
     def _cross_rank(self) -> list[Finding]:
         out: list[Finding] = []
@@ -107,10 +112,19 @@ class Diagnoser:
             if sc is None:
                 continue
             fid = "nccl_init_hang" if b.kind == "init" else "nccl_collective_mismatch"
+            if b.kind == "init" and any(f.severity == "error" and (f.line or 0) > (b.line or 0) for f in sc.findings):
+                continue  # it crashed after starting init (its own finding says why): not a hang
             f = sc.raise_derived(fid, b.line, [b.reason, *b.evidence], title=f"Rank {b.rank} is behind: {b.reason}")
             if f:
                 out.append(f)
-        vs = versions_differ([sc.nccl for sc in self.scanners.values()])
+        subnets = bootstrap_subnets_differ(self.trackers())
+        if subnets:
+            first = next(iter(self.scanners.values()))
+            f = first.raise_derived("wrong_network_interface", None, subnets,
+                                    title="Ranks bootstrap NCCL on different subnets")
+            if f:
+                out.append(f)
+        vs = versions_differ(self.trackers())
         if vs:
             first = next(iter(self.scanners.values()))
             f = first.raise_derived("nccl_version_mismatch", None, [f"{s}: NCCL {v}" for s, v in vs.items()])
@@ -158,7 +172,7 @@ class Diagnoser:
     def summary(self) -> dict:
         fs = self.findings
         counts = {s: sum(1 for f in fs if f.severity == s) for s in ("error", "warning", "info")}
-        ranks = [sc.nccl.to_json() for sc in self.scanners.values() if sc.nccl.seen]
+        ranks = [t.to_json() for t in self.trackers() if t.seen]
         transports = sorted({r["transport"] for r in ranks if r["transport"]})
         behind = self.behind()
         return {

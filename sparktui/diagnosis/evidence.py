@@ -142,7 +142,7 @@ def write_bundle(ev: Evidence, path: str | os.PathLike, verdict: dict | None = N
             ext = "json" if s.text.lstrip().startswith(("[", "{")) else "txt"
             (d / f"ev.t{int(s.t):02d}.pyspy.{_key_file(s.key)}.{ext}").write_text(s.text)
         for key, lines in n.logs.items():
-            name = _key_file(key) if key.startswith(("rank ", "pid ")) else _safe(key)
+            name = _key_file(key) if key.startswith(("rank ", "pid ")) else _safe(key.removesuffix(".log"))
             (d / f"ev.{name}.log").write_text("\n".join(lines) + ("\n" if lines else ""))
         for key, blob in n.fr_traces.items():
             (d / f"ev.fr_trace_{key.split()[-1]}").write_bytes(blob)

@@ -133,7 +133,7 @@ def _attribute(key: str, lines: list[str], node: NodeEvidence) -> tuple[int | No
             return w.rank, pid
     else:
         for w in node.workers:
-            if any(key == f or key == f.rsplit("/", 1)[-1] for f in w.log_files):
+            if any(key in (f, f.rsplit("/", 1)[-1], f.rsplit("/", 1)[-1].removesuffix(".log")) for f in w.log_files):
                 if w.rank is not None:
                     return w.rank, w.pid
                 pid = w.pid

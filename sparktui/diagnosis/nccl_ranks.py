@@ -37,7 +37,7 @@ class CommState:
     max_op_count: int | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class RankTracker:
     source: str
     node: str = ""
@@ -173,6 +173,7 @@ class RankTracker:
             "node": self.node,
             "rank": self.rank,
             "host": self.host,
+            "pid": min(self.pids) if self.pids else None,
             "version": self.version,
             "transport": self.transport,
             "bootstrap": ":".join(self.bootstrap) if self.bootstrap else None,
@@ -281,5 +282,20 @@ def compare_ranks(trackers: list[RankTracker]) -> list[Behind]:
 
 
 def versions_differ(trackers: list[RankTracker]) -> dict[str, str] | None:
-    vs = {t.source: t.version for t in trackers if t.version}
+    vs = {f"{t.source} ({t.host}:{min(t.pids)})" if t.pids else t.source: t.version for t in trackers if t.version}
     return vs if len(set(vs.values())) > 1 else None
+
+
+def bootstrap_subnets_differ(trackers: list[RankTracker]) -> list[str] | None:
+    """Evidence lines when the ranks' NCCL bootstrap addresses are not on one IPv4 /24 (R2: a rank
+    bootstrapping over the management port or Wi-Fi while its peer uses the fabric)."""
+    seen = [(t, t.bootstrap) for t in trackers if t.bootstrap]
+    nets = set()
+    for _, (_, addr) in seen:
+        parts = addr.split(".")
+        if len(parts) != 4 or not all(p.isdigit() for p in parts):
+            return None  # IPv6 or a name: not judged here
+        nets.add(".".join(parts[:3]))
+    if len(nets) < 2:
+        return None
+    return [f"rank {t.rank} ({t.source}): bootstrap on {ifn}:{addr}" for t, (ifn, addr) in seen]

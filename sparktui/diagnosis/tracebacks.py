@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from . import lineprefix
+
 OWN, FOREIGN, END = 0, 1, 2
 
 TB_START = "Traceback (most recent call last)"
@@ -45,6 +47,7 @@ class TracebackTracker:
     start_line: int  # 1-based line of "Traceback (most recent call last):"
     signature: str
     first_text: str
+    locked: bool = True  # False: the start line's prefix was unreadable, adopt the first frame's
     stage: str = "frames"  # frames | message | blank
     nlines: int = 0
     blanks: int = 0
@@ -58,10 +61,19 @@ class TracebackTracker:
         self.nlines += 1
         if self.nlines > MAX_TB_LINES:
             return END
+        if signature == "" and self.signature:
+            # damage in front of the prefix (a stray byte, a tab): look behind it
+            sig2, body2 = lineprefix.split(body.lstrip())
+            if sig2 == self.signature:
+                signature, body = sig2, body2
         if signature != self.signature:
-            if body.startswith(TB_START) or (self.stage != "frames" and not body.strip()):
-                return END
-            return FOREIGN
+            if not self.locked and body.lstrip().startswith("File "):
+                self.signature, self.locked = signature, True  # the start line's prefix was damaged
+            elif signature:  # a readable prefix of another process or logger
+                if body.startswith(TB_START) or self.stage != "frames":
+                    return END  # once the exception line is out, another record closes it
+                return FOREIGN  # interleaved between the frames: classified on its own
+            # else: no readable prefix at all (a damaged line): judged as one of ours below
         stripped = body.strip()
         if self.stage == "frames":
             if not stripped:

@@ -111,6 +111,8 @@ def rule_r1(c: _Ctx) -> Verdict | None:
                 for p in peers[:1]:
                     if p not in dead:
                         dead.append(p)
+                    if p.alive is False:
+                        c.note(p, f"process {p.pid or '?'} is gone; its log ends: {p.last_line[:160]}")
                 why.append("its peer saw the connection close")
                 conf = max(conf, 0.75 if peers else 0.6)
     for n in c.ev.nodes:
@@ -169,6 +171,23 @@ def rule_r2_r3(c: _Ctx) -> Verdict | None:
                f"the rendezvous at {addr} (same MASTER_ADDR/PORT, firewall, VLLM_HOST_IP on the fabric).")
         ids = ["nccl_init_hang"] + (["rendezvous_timeout"] if any(r.has("rendezvous_wait") for r in rdv) else [])
         return c.make("R2", True, ids, 0.85 if missing else 0.7, who=who, fix=fix, missing=missing)
+    missing = _never_joined(c)
+    if missing and not complete:
+        waiting = [r for r in c.ranks if r.alive or r.alive is None]
+        for r in waiting:
+            c.note(r, f"alive, WORLD_SIZE={r.world_size}, no NCCL communicator yet; last line: {r.last_line[:140]}")
+            for _, d in r.pyspy[-1:]:
+                c.note(r, f"py-spy: {pyspy_mod.where(d)} in {pyspy_mod.top_frame(d)}")
+        for n in c.ev.nodes:
+            for chk in n.fabric:
+                if chk.get("check") == "tcp_connect":
+                    c.note(n.node, f"TCP {chk['target']}: {'ok' if chk.get('ok') else 'failed ' + str(chk.get('detail', ''))[:80]}")
+        who = ", ".join(f"rank {k}" for k in missing) + " never joined"
+        addr = next((f"{r.env['MASTER_ADDR']}:{r.env.get('MASTER_PORT', '?')}" for r in waiting if r.env.get("MASTER_ADDR")),
+                    "MASTER_ADDR:MASTER_PORT")
+        fix = (f"Start {', '.join(f'rank {k}' for k in missing)} (it never reached the rendezvous at {addr}); check its "
+               "node, its launcher's log and that it uses the same MASTER_ADDR/PORT and WORLD_SIZE.")
+        return c.make("R2", True, ["nccl_init_hang"], 0.8, who=who, fix=fix, missing=missing)
     stuck = [r for r in started if not r.has("init_complete")]
     if not stuck:
         return None
@@ -198,6 +217,16 @@ def rule_r2_r3(c: _Ctx) -> Verdict | None:
            "Init started but bootstrap never finished: check every rank was started with the same world size and "
            "MASTER_ADDR, and that NCCL_SOCKET_IFNAME names the fabric interface on each node; restart both ranks.")
     return c.make("R2", True, ["nccl_init_hang"], 0.8 if retry else 0.7, who=_who(stuck), fix=fix)
+
+
+def _never_joined(c: _Ctx) -> list[int]:
+    """Ranks of the declared world that no node shows at all (no process, no log, no RAS entry)."""
+    world = max((r.world_size or 0 for r in c.ranks if r.alive), default=0)
+    if not world:
+        return []
+    seen = {r.rank for r in c.ranks if r.rank is not None}
+    seen |= {rr.rank for nf in c.nodes for _, st in nf.ras for cm in st.comms for rr in cm.ranks}
+    return [k for k in range(world) if k not in seen]
 
 
 # --------------------------------------------------------------------------- R6
@@ -236,7 +265,8 @@ def rule_r4(c: _Ctx) -> Verdict | None:
                        + ", ".join(f"rank {k}={v}" for k, v in sorted(counts.items())))
                 for k in cmp.lagging:
                     lagging.setdefault(k, f"RAS {cmp.op} count {counts[k]} < {lead}")
-                op, seq = op or cmp.op, seq or lead
+                # the first operation the lagging rank never launched
+                op, seq = op or cmp.op, seq or (min(counts[k] for k in cmp.lagging) + 1)
                 conf = max(conf, 0.9 if cmp.frozen else 0.55)
     for r in c.ranks:
         m = r.first("watchdog_timeout")

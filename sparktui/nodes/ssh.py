@@ -301,7 +301,7 @@ async def _sftp_read(sftp: "asyncssh.SFTPClient", path: str) -> bytes:
     chunks = []
     async with sftp.open(path, "rb") as fh:
         while True:
-            b = await fh.read(65536)
+            b = await fh.read(8192)  # one request at a time: bigger reads go parallel and race EOF
             if not b:
                 break
             chunks.append(b)

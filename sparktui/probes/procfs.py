@@ -101,6 +101,15 @@ def _threads(pid):
     return out
 
 
+def _alive(pid):
+    """A zombie (exited, not yet reaped by its parent) is dead for our purposes."""
+    raw = _read(f"/proc/{pid}/stat")
+    if not raw:
+        return False
+    text = raw.decode("utf-8", "replace")
+    return text[text.rfind(")") + 2:][:1] not in ("Z", "X", "")
+
+
 def _container(pid):
     raw = _read(f"/proc/{pid}/cgroup") or b""
     m = CONTAINER.search(raw.decode("utf-8", "replace"))
@@ -145,7 +154,7 @@ def scan(pids=None, run_dir="", sample=1.0):
         if pid in me:
             continue
         raw = _read(f"/proc/{pid}/cmdline")
-        if raw is None:
+        if raw is None or not _alive(pid):
             if pids:
                 found.append({"pid": pid, "alive": False})
             continue
@@ -192,7 +201,7 @@ def scan(pids=None, run_dir="", sample=1.0):
             m = NCCL_FILE.search(name)
             pid = int(m.group(2)) if m else None
             logs.append({"path": path, "mtime": st.st_mtime, "size": st.st_size, "pid": pid,
-                         "alive": os.path.exists(f"/proc/{pid}") if pid else None})
+                         "alive": _alive(pid) if pid else None})
     return {MARKER: 1, "hostname": socket.gethostname(), "time": time.time(), "workers": found,
             "run_dir_logs": logs, "env_denied": denied}
 

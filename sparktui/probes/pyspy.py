@@ -32,6 +32,8 @@ async def dump(node: "Node", pid: int, *, timeout: float = 30.0, native: bool = 
     if res.returncode == 127:
         return "", "py-spy is not installed on this node"
     if not res.ok:
-        err = (res.err_text or res.text).strip().splitlines()
-        return "", f"py-spy exited {res.returncode}: {err[-1][:200] if err else ''}"
+        lines = [l.strip() for l in (res.err_text + "\n" + res.text).splitlines() if l.strip()]
+        # py-spy prints "Error: ..." first and a backtrace after it: the first line is the reason
+        reason = next((l for l in lines if l.startswith("Error")), lines[0] if lines else "")
+        return "", f"py-spy exited {res.returncode}: {reason[:200]}"
     return res.text, ""

@@ -7,6 +7,7 @@ The /proc and RAS readers run on the node itself (their stdlib sources are sent 
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from ..diagnosis.evidence import Worker
@@ -161,8 +162,8 @@ async def kernel_log(node: "Node", *, timeout: float = 10.0) -> list[str]:
         return []
     if not res.ok:
         return []
-    keep = ("NVRM: Xid", "Out of memory", "Killed process", "mlx5", "link down")
-    return [l for l in res.text.splitlines()[-2000:] if any(k in l for k in keep)][-50:]
+    keep = re.compile(r"NVRM: Xid|Out of memory: Killed process|oom-kill|mlx5_core.*(?:[Ll]ink down|error|timeout)")
+    return [l for l in res.text.splitlines()[-2000:] if keep.search(l)][-50:]
 
 
 async def proxy_dump(node: "Node", pid: int, *, timeout: float = 5.0) -> bool:

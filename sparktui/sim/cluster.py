@@ -39,7 +39,7 @@ class SimCluster:
         self.speed = float(speed)
         self._fixed_start = start
         self.start = start if start is not None else DEMO_EPOCH
-        self.scene: Scene = compile_scene(config, scenario, self.start)
+        self.scene: Scene = compile_scene(config, scenario, self.start, self.speed)
         self._live_start: float | None = None  # wall epoch of t=0 for live sources
         self._live_scene: Scene | None = None
         self._mono0: float | None = None
@@ -51,7 +51,7 @@ class SimCluster:
             self._mono0 = time.monotonic()
             self._live_start = self._fixed_start if self._fixed_start is not None else time.time()
             self._live_scene = (self.scene if self._live_start == self.start
-                                else compile_scene(self.config, self.scenario, self._live_start))
+                                else compile_scene(self.config, self.scenario, self._live_start, self.speed))
 
     def now_t(self) -> float:
         """Simulated seconds since the containers started (0 before any source ran)."""
@@ -69,11 +69,11 @@ class SimCluster:
         return [s.name for s in self.scene.specs]
 
     def timeline(self, name: str, live: bool = False) -> NodeTimeline:
-        scene, start = self.live_scene() if live else (self.scene, self.start)
+        scene = self.live_scene()[0] if live else self.scene
         spec = next((s for s in scene.specs if s.name == name), None)
         if spec is None:
             raise KeyError(f"no sim node {name!r} (nodes: {', '.join(self.node_names)})")
-        return NodeTimeline(scene, spec, self.config.cluster.image, start)
+        return NodeTimeline(scene, spec, self.config.cluster.image)
 
     # ------------------------------------------------------------------ API
     def sources(self) -> list["SimSource"]:

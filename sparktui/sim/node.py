@@ -17,8 +17,11 @@ import logging
 import time
 from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable, Sequence, Union
 
-from ..nodes.base import CommandResult, NotSupported
+from ..nodes.base import CommandResult, NodeError, NotSupported
 from . import formats, physics
+from .script import MODEL_GIB
+
+MODEL_BYTES = int(MODEL_GIB * physics.GIB)
 
 if TYPE_CHECKING:
     from .cluster import SimCluster
@@ -42,6 +45,10 @@ def register_file(path: str, provider: FileProvider) -> None:
     FILES[path] = provider
 
 
+class SimFileNotFound(NodeError, FileNotFoundError):
+    """What the ssh/local nodes raise for a missing file (NodeError), also a FileNotFoundError."""
+
+
 class SimNode:
     backend = "sim"
 
@@ -53,12 +60,13 @@ class SimNode:
         self.closed = False
         try:
             evidence = importlib.import_module(".evidence", __package__)
+            if hasattr(evidence, "register"):
+                evidence.register(self)
         except ModuleNotFoundError as exc:
             if exc.name != f"{__package__}.evidence":
-                raise
-            evidence = None
-        if evidence is not None and hasattr(evidence, "register"):
-            evidence.register(self)
+                log.exception("sim evidence module failed to import")
+        except Exception:  # a broken extension must not take the demo down
+            log.exception("sim evidence module failed to register on %s", name)
 
     # ------------------------------------------------------------------ extension
     def register_command(self, name: str, handler: Handler) -> None:
@@ -101,8 +109,6 @@ class SimNode:
                 out = await asyncio.wait_for(out, timeout) if timeout else await out
             res = out if isinstance(out, CommandResult) else _result(args, *out)
         if check and res.returncode != 0:
-            from ..nodes.base import NodeError
-
             raise NodeError(f"{self.name}: {' '.join(args)} exited {res.returncode}: {res.err_text.strip()}")
         return res
 
@@ -116,7 +122,7 @@ class SimNode:
         if provider is None:
             provider = _dynamic_file(self, path)
         if provider is None:
-            raise FileNotFoundError(f"{self.name}:{path}: No such file or directory")
+            raise SimFileNotFound(f"{self.name}: cannot read {path}: No such file or directory")
         data = provider(self)
         return data.encode() if isinstance(data, str) else data
 
@@ -157,6 +163,12 @@ def _loadavg(node: SimNode) -> str:
     return formats.loadavg(snap.load, node.now_t(), 4000 + int(node.now_t()))
 
 
+def _model_index(node: SimNode) -> str:
+    shards = [f"model-{i:05d}-of-00040.safetensors" for i in range(1, 41)]
+    wm = {f"model.language_model.layers.{k}.mlp.experts.gate_up_proj": shards[k * 40 // 48] for k in range(48)}
+    return json.dumps({"metadata": {"total_size": MODEL_BYTES}, "weight_map": wm}, indent=2) + "\n"
+
+
 def _model_config(node: SimNode) -> str:
     arch = "Qwen3_5MoeForConditionalGeneration"
     return json.dumps({"architectures": [arch], "model_type": "qwen3_5_moe", "torch_dtype": "bfloat16",
@@ -176,109 +188,20 @@ FILES.update({
 
 
 def _dynamic_file(node: SimNode, path: str) -> FileProvider | None:
-    cl = node.cluster.config.cluster
-    ncfg = next((n for n in node.cluster.config.nodes if n.name == node.name), None)
-    model = (ncfg.model_path if ncfg and ncfg.model_path else None) or cl.model_path
+    model = model_dir(node)
     if model and path == model.rstrip("/") + "/config.json":
         return _model_config
+    if model and path == model.rstrip("/") + "/model.safetensors.index.json":
+        return _model_index
     return None
 
 
-# ---------------------------------------------------------------------- commands
+def model_dir(node: SimNode) -> str | None:
+    cl = node.cluster.config.cluster
+    ncfg = next((n for n in node.cluster.config.nodes if n.name == node.name), None)
+    model = (ncfg.model_path if ncfg and ncfg.model_path else None) or cl.model_path
+    return model.rstrip("/") if model else None
 
 
-async def _cat_async(node: SimNode, argv: list[str]):
-    out, err, rc = b"", b"", 0
-    for path in argv[1:]:
-        try:
-            out += await node.read_file(path)
-        except FileNotFoundError:
-            err += f"cat: {path}: No such file or directory\n".encode()
-            rc = 1
-    return rc, out, err
-
-
-def _parse_smi(argv: list[str]) -> tuple[str | None, str | None, bool, bool]:
-    query = apps = None
-    noheader = nounits = False
-    for a in argv[1:]:
-        if a.startswith("--query-gpu="):
-            query = a.split("=", 1)[1]
-        elif a.startswith("--query-compute-apps="):
-            apps = a.split("=", 1)[1]
-        elif a.startswith("--format="):
-            opts = a.split("=", 1)[1].split(",")
-            noheader = "noheader" in opts
-            nounits = "nounits" in opts
-    return query, apps, noheader, nounits
-
-
-def _nvidia_smi(node: SimNode, argv: list[str], stdin: bytes | None):
-    query, apps, noheader, nounits = _parse_smi(argv)
-    snap = node.snapshot()
-    if query:
-        fields = [f.strip() for f in query.split(",") if f.strip()]
-        vals = []
-        for f in fields:
-            v = formats.query_gpu_value(f, snap, node.spec.index, nounits)
-            if v is None:
-                return 2, f'Field "{f}" is not a valid field to query.\n\n', b""
-            vals.append(v)
-        lines = [] if noheader else [", ".join(formats.header_for(f, nounits) for f in fields)]
-        lines.append(", ".join(vals))
-        return 0, "\n".join(lines) + "\n", b""
-    if apps:
-        fields = [f.strip() for f in apps.split(",") if f.strip()]
-        cols = []
-        for f in fields:
-            v = formats.compute_apps_value(f, snap, nounits)
-            if v is None:
-                return 2, f'Field "{f}" is not a valid field to query.\n\n', b""
-            cols.append(v)
-        lines = [] if noheader else [", ".join(formats.compute_apps_header(f, nounits) for f in fields)]
-        lines.extend(", ".join(row) for row in zip(*cols)) if cols else None
-        return 0, "\n".join(lines) + ("\n" if lines else ""), b""
-    if len(argv) == 1:
-        now = time.strftime("%a %b %d %H:%M:%S %Y", time.localtime()) + "       "
-        return 0, formats.smi_table(snap, now), b""
-    if argv[1:2] == ["-L"]:
-        return 0, f"GPU 0: NVIDIA GB10 (UUID: {formats.GPU_UUID.format(node.spec.index)})\n", b""
-    return 0, formats.smi_table(snap, time.strftime("%a %b %d %H:%M:%S %Y")), b""
-
-
-def _hostname(node: SimNode, argv: list[str], stdin: bytes | None):
-    if "-I" in argv[1:]:
-        spec = node.spec
-        return 0, f"10.1.230.{180 + spec.index} {spec.ip} \n", b""
-    return 0, node.name + "\n", b""
-
-
-def _uname(node: SimNode, argv: list[str], stdin: bytes | None):
-    flags = "".join(a.lstrip("-") for a in argv[1:])
-    if "r" in flags and len(flags) == 1:
-        return 0, "6.11.0-1016-nvidia\n", b""
-    if "m" in flags and len(flags) == 1:
-        return 0, "aarch64\n", b""
-    if "a" in flags:
-        return 0, f"Linux {node.name} 6.11.0-1016-nvidia #16-Ubuntu SMP PREEMPT_DYNAMIC aarch64 aarch64 aarch64 GNU/Linux\n", b""
-    return 0, "Linux\n", b""
-
-
-def _ibdev2netdev(node: SimNode, argv: list[str], stdin: bytes | None):
-    s = node.spec
-    return 0, (f"{s.hca0} port 1 ==> {s.ifname} (Up)\n"
-               f"{s.hca1} port 1 ==> enP2p1s0f1np1 (Up)\n"
-               "rocep1s0f0 port 1 ==> enp1s0f0np0 (Down)\n"
-               "roceP2p1s0f0 port 1 ==> enP2p1s0f0np0 (Down)\n"), b""
-
-
-COMMANDS.update({
-    "cat": lambda n, a, i: _cat_async(n, a),
-    "nvidia-smi": _nvidia_smi,
-    "hostname": _hostname,
-    "uname": _uname,
-    "ibdev2netdev": _ibdev2netdev,
-    "true": lambda n, a, i: (0, b"", b""),
-    "false": lambda n, a, i: (1, b"", b""),
-    "nproc": lambda n, a, i: (0, b"20\n", b""),
-})
+# the command handlers live in sim/commands.py (registered into COMMANDS on import)
+from . import commands as _commands  # noqa: E402,F401

@@ -108,6 +108,9 @@ def snapshot(scene: Scene, node: str, t: float, gpu_pid: int, gpu_name: str) -> 
         end = float(w.until) if w.until is not None else w.at + 30.0
         cache += 18e9 * min(1.0, max(0.0, (t - w.at) / (end - w.at)))
     cache = max(0.4e9, min(cache, MEM_TOTAL - used - 0.3e9))
+    dead = _started(phases, "dead", t)
+    if dead is not None:  # evicted page cache does not come back when the process dies
+        cache = min(cache, snapshot(scene, node, max(0.0, dead.at - 0.5), gpu_pid, gpu_name).memory.cached)
     avail = MEM_TOTAL - used
     af = avail / MEM_TOTAL
     some = psi_some(af)

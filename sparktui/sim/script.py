@@ -61,6 +61,12 @@ class Scene:
     phases: dict[str, list[Phase]] = field(default_factory=dict)
     exits: dict[str, tuple[float, int]] = field(default_factory=dict)
     serve: tuple[str, float] | None = None  # (node, at)
+    start: float = 0.0  # wall epoch of t = 0
+    speed: float = 1.0  # simulated seconds per wall second
+
+    def epoch(self, t: float) -> float:
+        """Wall time of simulated time t: timestamps follow the clock the user sees."""
+        return self.start + t / self.speed
 
     @property
     def world(self) -> int:
@@ -208,7 +214,7 @@ def _emit(scene: Scene, spec: SimNodeSpec, stream: str, t: float, text: str) -> 
         raise ValueError(f"sim script: unknown stream {stream!r}")
 
 
-def compile_scene(config: "Config", scenario: str, start: float) -> Scene:
+def compile_scene(config: "Config", scenario: str, start: float, speed: float = 1.0) -> Scene:
     """Place every line of ``scenario`` in time (seconds since the containers started)."""
     data = load_scenario(scenario)
     params = dict(data.get("params", {}))
@@ -217,7 +223,7 @@ def compile_scene(config: "Config", scenario: str, start: float) -> Scene:
     load = float(w["until"]) - float(w["at"]) if w else 30.0
     params.setdefault("load_s", f"{load:.2f}")
     params.setdefault("load_total_s", f"{load + 2.1:.2f}")
-    scene = Scene(scenario=scenario, params=params, specs=make_specs(config, data))
+    scene = Scene(scenario=scenario, params=params, specs=make_specs(config, data), start=start, speed=speed)
     for s in scene.specs:
         scene.lines[s.name] = []
         scene.phases[s.name] = []
@@ -227,13 +233,13 @@ def compile_scene(config: "Config", scenario: str, start: float) -> Scene:
         for spec in _select(step["nodes"], scene.specs):
             base = _node_vars(config, spec, scene, params)
             if "progress" in step:
-                _progress(scene, spec, stream, step, base, start)
+                _progress(scene, spec, stream, step, base)
                 continue
             lines = block_lines(step["block"])
             n = len(lines)
             for k, tmpl in enumerate(lines):
                 t = round(at + (dur * k / n if n else 0.0), 4)
-                text = string.Template(tmpl).substitute(base, vts=vts(start + t))
+                text = string.Template(tmpl).substitute(base, vts=vts(scene.epoch(t)))
                 _emit(scene, spec, stream, t, text)
     for ph in data.get("phase", []):
         for spec in _select(ph["nodes"], scene.specs):
@@ -250,7 +256,7 @@ def compile_scene(config: "Config", scenario: str, start: float) -> Scene:
     return scene
 
 
-def _progress(scene: Scene, spec: SimNodeSpec, stream: str, step: dict, base: dict, start: float) -> None:
+def _progress(scene: Scene, spec: SimNodeSpec, stream: str, step: dict, base: dict) -> None:
     prog = load_blocks()["progress"][step["progress"]]
     n = int(prog["n"])
     stop = int(step.get("stop_at", n))
@@ -267,5 +273,5 @@ def _progress(scene: Scene, spec: SimNodeSpec, stream: str, step: dict, base: di
         filled = int(10 * i / n)
         text = string.Template(prog["template"]).substitute(
             base, pct=f"{100 * i / n:3.0f}", i=i, n=n, elapsed=_mmss(elapsed), remaining=remaining,
-            rate=rate, bar="█" * filled + " " * (10 - filled), vts=vts(start + t))
+            rate=rate, bar="█" * filled + " " * (10 - filled), vts=vts(scene.epoch(t)))
         _emit(scene, spec, stream, t, text)

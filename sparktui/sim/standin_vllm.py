@@ -116,6 +116,19 @@ def model_total_bytes(model_dir: Path) -> int | None:
         return None
 
 
+def installed_version(registry: str) -> str:
+    """The image's vLLM version (vllm/_version.py beside the registry's package), else ours."""
+    try:
+        tree = ast.parse((Path(registry).parents[2] / "_version.py").read_text())
+    except (OSError, SyntaxError, IndexError):
+        return VERSION
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            return node.value.value
+    return VERSION
+
+
 def load_blocks() -> dict:
     cands = []
     if os.environ.get("SPARKTUI_STANDIN_SCRIPTS"):
@@ -316,7 +329,7 @@ def make_handler(engine: Engine):
                 self.wfile.write(body)
                 return self._access(200)
             if path == "/version":
-                return self._json(200, {"version": VERSION})
+                return self._json(200, {"version": engine.log.vars.get("vllm_version", VERSION)})
             if path == "/v1/models":
                 if not self._authorized():
                     return
@@ -362,8 +375,9 @@ def make_handler(engine: Engine):
                         os._exit(1)
                 if strike and engine.fault == "worker-death":
                     engine.dead = True
-                    threading.Thread(target=_die, args=(engine,), daemon=True).start()
-                    return self._error(500, "InternalServerError", "EngineCore encountered an issue.")
+                    self._error(500, "InternalServerError", "EngineCore encountered an issue.")
+                    threading.Thread(target=_die, args=(engine,), daemon=True).start()  # after the answer
+                    return None
                 rid = "chatcmpl-" + uuid.uuid4().hex
                 if req.get("stream"):
                     return self._stream(rid, reasoning, content, finish, ptoks, req)
@@ -556,27 +570,30 @@ def serve(argv: list[str] | None = None, out=None) -> int:
         print(f"standin_vllm: {exc}", file=sys.stderr)
         return 2
     model_dir = Path(args.model_tag)
+    version = installed_version(os.environ.get("SPARKTUI_STANDIN_REGISTRY", DEFAULT_REGISTRY))
     vars_ = {"model": args.model_tag, "serve_host": args.host, "port": args.port, "tp": args.tensor_parallel_size,
              "util": args.gpu_memory_utilization, "max_model_len": args.max_model_len or 32768,
-             "vllm_version": VERSION, "vllm_version_v": "v" + VERSION, "head_ip": os.environ.get("VLLM_HOST_IP", "127.0.0.1"),
+             "vllm_version": version, "vllm_version_v": "v" + version, "head_ip": os.environ.get("VLLM_HOST_IP", "127.0.0.1"),
              "ifname": os.environ.get("NCCL_SOCKET_IFNAME", "lo").split(",")[0].lstrip("=^"),
              "hca0": (os.environ.get("NCCL_IB_HCA", "rocep1s0f1,roceP2p1s0f1").split(",") + ["roceP2p1s0f1"])[0].lstrip("="),
              "hca1": (os.environ.get("NCCL_IB_HCA", "rocep1s0f1,roceP2p1s0f1").split(",") + ["roceP2p1s0f1"])[1],
              "apipid": os.getpid(), "enginepid": os.getpid(), "nondefault": non_default_args(args), "max_model_len_c": f"{args.max_model_len or 32768:,}"}
     log = Log(blocks, vars_, out)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    engine = Engine(args, log, fault)
+    # like vLLM, bind the API socket before the engine starts: clients queue until it serves
+    try:
+        httpd = ThreadingHTTPServer((args.host, args.port), make_handler(engine))
+    except OSError as exc:
+        log.block("api_args")
+        log.block("port_in_use", "standin", errno=exc.errno, strerror=exc.strerror or str(exc))
+        return 1
     rc = startup(args, log, fault, model_dir)
     if rc == -1:
         threading.Event().wait()  # nccl-hang: alive and silent until killed
     if rc is not None:
+        httpd.server_close()
         return rc
-    engine = Engine(args, log, fault)
-    try:
-        httpd = ThreadingHTTPServer((args.host, args.port), make_handler(engine))
-    except OSError as exc:
-        log.line(f"(APIServer pid={os.getpid()}) ERROR:    [Errno {exc.errno}] error while attempting to bind on address "
-                 f"({args.host!r}, {args.port}): {exc.strerror.lower() if exc.strerror else exc}")
-        return 1
     httpd.daemon_threads = True
     threading.Thread(target=_stats_loop, args=(engine,), daemon=True).start()
     try:
@@ -604,7 +621,7 @@ def _stats_loop(engine: Engine) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--version"]:
-        print(VERSION)
+        print(installed_version(os.environ.get("SPARKTUI_STANDIN_REGISTRY", DEFAULT_REGISTRY)))
         return 0
     return serve(argv)
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import replace
-
 from ..model import (
     ContainerChanged,
     ContainerInfo,
@@ -75,11 +73,12 @@ def _id(seed: str) -> str:
 class NodeTimeline:
     """Stateful generator of one node's events; ``advance(t1)`` returns those in (t, t1]."""
 
-    def __init__(self, scene: Scene, spec: SimNodeSpec, image: str, start: float, config_links: tuple = ()):
+    def __init__(self, scene: Scene, spec: SimNodeSpec, image: str):
         self.scene = scene
         self.spec = spec
         self.image = image
-        self.start = start
+        self.start = scene.start
+        self.speed = scene.speed
         self.t = -1.0  # last time covered
         self._li = 0  # next script line
         self._lines = scene.lines.get(spec.name, [])
@@ -99,7 +98,7 @@ class NodeTimeline:
         return physics.snapshot(self.scene, self.spec.name, t, pid, name)
 
     def containers(self, t: float) -> tuple[ContainerInfo, ...]:
-        spec, start = self.spec, self.start
+        spec, start, sp = self.spec, self.start, self.speed
         ex = self._exit
         if spec.head:
             cmd = (f"./run-cluster-node.sh --role head --host-ip {spec.ip} --eth-if {spec.ifname} "
@@ -112,24 +111,24 @@ class NodeTimeline:
             main = ContainerInfo(
                 id=_id(f"{spec.name}/{spec.container}"), name=spec.container, image=self.image,
                 image_id="sha256:" + _id("image:" + self.image), state=ContainerState.EXITED,
-                status=f"Exited ({ex[1]}) {human_duration(t - ex[0])} ago", started_at=start,
-                finished_at=start + ex[0], exit_code=ex[1], command=cmd)
+                status=f"Exited ({ex[1]}) {human_duration((t - ex[0]) / sp)} ago", started_at=start,
+                finished_at=start + ex[0] / sp, exit_code=ex[1], command=cmd)
         else:
             main = ContainerInfo(
                 id=_id(f"{spec.name}/{spec.container}"), name=spec.container, image=self.image,
                 image_id="sha256:" + _id("image:" + self.image), state=ContainerState.RUNNING,
-                status=f"Up {human_duration(max(0.0, t))}", started_at=start, command=cmd)
+                status=f"Up {human_duration(max(0.0, t / sp))}", started_at=start, command=cmd)
         if spec.head:
             other = ContainerInfo(
                 id=_id(f"{spec.name}/open-webui"), name="open-webui", image="ghcr.io/open-webui/open-webui:main",
                 image_id="sha256:" + _id("image:open-webui"), state=ContainerState.RUNNING,
-                status=f"Up {human_duration(3 * 86400 + 4000 + t)}", started_at=start - 3 * 86400 - 4000,
+                status=f"Up {human_duration(3 * 86400 + 4000 + t / sp)}", started_at=start - 3 * 86400 - 4000,
                 command="bash start.sh")
         else:
             other = ContainerInfo(
                 id=_id(f"{spec.name}/qwen35-gb10-test"), name="qwen35-gb10-test",
                 image="hellohal2064/vllm-qwen3.5-gb10:latest", image_id="sha256:" + _id("image:hellohal"),
-                state=ContainerState.EXITED, status=f"Exited (1) {human_duration(5 * 3600 + t)} ago",
+                state=ContainerState.EXITED, status=f"Exited (1) {human_duration(5 * 3600 + t / sp)} ago",
                 started_at=start - 5 * 3600 - 700, finished_at=start - 5 * 3600, exit_code=1,
                 command="/entrypoint.sh vllm serve /models/model")
         return (main, other)
@@ -149,7 +148,7 @@ class NodeTimeline:
     def _line(self, ln: ScriptLine) -> LogLine:
         seq = self._seq.get(ln.source, 0) + 1
         self._seq[ln.source] = seq
-        ts = self.start + ln.t
+        ts = self.scene.epoch(ln.t)
         return LogLine(node=self.spec.name, source=ln.source, text=ln.text, ts=ts, seq=seq, raw_ts=rfc3339_ns(ts))
 
     def _serve_lines(self, t1: float) -> list[ScriptLine]:
@@ -173,7 +172,7 @@ class NodeTimeline:
                 ld = physics.serving_load(self.spec.name, t)
                 running = max(1, round(ld * 4))
                 tmpl = block_lines("serve_metrics")[0]
-                text = (tmpl.replace("$vts", vts(self.start + t))
+                text = (tmpl.replace("$vts", vts(self.scene.epoch(t)))
                         .replace("$prompt_tps", f"{ld * 1850 * r.uniform(0.8, 1.2):.1f}")
                         .replace("$gen_tps", f"{ld * 62 * r.uniform(0.9, 1.1):.1f}")
                         .replace("$running", str(running))
@@ -191,23 +190,26 @@ class NodeTimeline:
             return []
         items: list[tuple[float, int, Event]] = []
         st = self.start
+        ep = self.scene.epoch
         name = self.spec.name
         if t0 < 0 <= t1:
             items.append((0.0, 0, NodeReachability(node=name, reachable=True, ts=st, backend="sim")))
             items.append((0.0, 1, ContainersSnapshot(node=name, containers=self.containers(0.0), ts=st)))
             items.append((0.0, 2, LinkSample(node=name, links=self.links(), ts=st)))
+            # docker's `start` event of the cluster container
+            items.append((0.0, 2, ContainerChanged(node=name, container=self.containers(0.0)[0], ts=st)))
         for k in _multiples(t0, t1, CONTAINERS_EVERY, skip_zero=True):
-            items.append((k, 1, ContainersSnapshot(node=name, containers=self.containers(k), ts=st + k)))
+            items.append((k, 1, ContainersSnapshot(node=name, containers=self.containers(k), ts=ep(k))))
         for k in _multiples(t0, t1, LINKS_EVERY, skip_zero=True):
-            items.append((k, 2, LinkSample(node=name, links=self.links(), ts=st + k)))
+            items.append((k, 2, LinkSample(node=name, links=self.links(), ts=ep(k))))
         if self._exit is not None and t0 < self._exit[0] <= t1:
             ex = self._exit[0]
             main = self.containers(ex)[0]
-            items.append((ex, 1, ContainerChanged(node=name, container=main, ts=st + ex)))
+            items.append((ex, 1, ContainerChanged(node=name, container=main, ts=ep(ex))))
         for k in _multiples(t0, t1, SAMPLE_EVERY):
             snap = self.snapshot(k)
-            items.append((k, 3, MemorySample(node=name, memory=snap.memory, ts=st + k)))
-            items.append((k, 4, GpuSample(node=name, gpus=(snap.gpu,), ts=st + k)))
+            items.append((k, 3, MemorySample(node=name, memory=snap.memory, ts=ep(k))))
+            items.append((k, 4, GpuSample(node=name, gpus=(snap.gpu,), ts=ep(k))))
         # log lines: batch consecutive lines of one source
         lines: list[ScriptLine] = []
         while self._li < len(self._lines) and self._lines[self._li].t <= t1:
@@ -217,15 +219,18 @@ class NodeTimeline:
         if self._exit is not None:
             lines = [ln for ln in lines if ln.source != self.spec.container or ln.t <= self._exit[0]]
         batch: list[LogLine] = []
+        batch_t = 0.0
         for ln in lines:
             if batch and batch[-1].source != ln.source:
-                items.append((batch[0].ts - st, 5, LogBatch(node=name, source=batch[0].source,
-                                                           lines=tuple(batch), ts=batch[-1].ts)))
+                items.append((batch_t, 5, LogBatch(node=name, source=batch[0].source, lines=tuple(batch),
+                                                   ts=batch[-1].ts)))
                 batch = []
+            if not batch:
+                batch_t = ln.t
             batch.append(self._line(ln))
         if batch:
-            items.append((batch[0].ts - st, 5, LogBatch(node=name, source=batch[0].source,
-                                                       lines=tuple(batch), ts=batch[-1].ts)))
+            items.append((batch_t, 5, LogBatch(node=name, source=batch[0].source, lines=tuple(batch),
+                                               ts=batch[-1].ts)))
         self.t = t1
         items.sort(key=lambda it: (it[0], it[1]))
         return [ev for _, _, ev in items]

@@ -183,7 +183,8 @@ class SparkApp(App[int]):
         if cls is None:
             self.notify(f"{name}: not in this build", severity="warning")
             return
-        self.push_screen(ActionScreen(entry, cls))
+        screen_cls = registry.load_screen(entry) or ActionScreen
+        self.push_screen(screen_cls(entry, cls))
 
     def make_action_context(self, *, emit: "EmitFn", confirm: "ConfirmFn") -> "ActionContext":
         from ..actions.base import ActionContext

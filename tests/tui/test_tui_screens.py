@@ -178,3 +178,59 @@ async def test_every_theme_renders(make_app):
             await pilot.pause()
             assert app.theme == name
             assert "spark1" in screen_text(app)
+
+
+async def test_three_nodes_side_by_side_at_200_columns():
+    from dataclasses import replace
+
+    from sparktui.config import demo_config
+    from sparktui.engine import Engine
+    from sparktui.sim import DEMO_EPOCH, SimCluster
+    from sparktui.tui.app import SparkApp
+
+    base = demo_config()
+    third = replace(base.nodes[1], name="spark3", fabric_ip="192.168.200.14")
+    config = replace(base, nodes=base.nodes + (third,))
+    engine = Engine(config, [])
+    engine.process(SimCluster(config).events_until(60))
+    app = SparkApp(engine, live=False, clock=lambda: DEMO_EPOCH + 60)
+    async with app.run_test(size=(200, 50)) as pilot:
+        app.refresh_now()
+        await pilot.pause()
+        assert not app.screen.has_class("-narrow")
+        assert all(p.display for p in app.screen.panes)
+        text = screen_text(app)
+        for name in ("spark1", "spark2", "spark3"):
+            assert name in text
+        await pilot.press("3")
+        assert app.screen.active_pane.node == "spark3"
+
+
+async def test_palette_runs_a_registry_action_by_keyboard(make_app):
+    app = make_app(t=30)
+    async with app.run_test(size=(120, 40)) as pilot:
+        lines = app.screen.active_pane.log_view.lines
+        assert not lines.wrap
+        from textual.command import CommandList, CommandPalette
+
+        await pilot.press("ctrl+p", *"view: Toggle line wrap")
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette)
+                       and app.screen.query_one(CommandList).option_count > 0, "palette hits")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: lines.wrap, "wrap toggled from the palette")
+
+
+async def test_retry_countdown_moves_with_the_clock(make_app):
+    app = make_app(t=30)
+    now = [app.clock()]
+    app.clock = lambda: now[0]
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.engine.process([NodeReachability("spark2", False, ts=now[0], since=now[0] - 5, error="timeout",
+                                             retry_in=8.0, backend="sim")])
+        app.refresh_now()
+        await pilot.pause()
+        assert "retry in 8s" in screen_text(app)
+        now[0] += 3
+        app.refresh_now()
+        await pilot.pause()
+        assert "retry in 5s" in screen_text(app)

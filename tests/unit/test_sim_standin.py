@@ -339,8 +339,12 @@ def test_nccl_hang_stays_alive_and_silent(bed):
             proc.p.wait(timeout=1.0)  # still alive
         with pytest.raises(AssertionError):
             proc.wait_for(r"Loading safetensors|Init COMPLETE.*rank 1|rank 1 nranks 2 .*Init COMPLETE", timeout=0.5)
-        with socket.socket() as s:
-            assert s.connect_ex(("127.0.0.1", proc.port)) != 0  # not serving
+        # like vLLM the API socket is bound before the engine starts: a client connects, gets no answer
+        with socket.create_connection(("127.0.0.1", proc.port), timeout=5) as s:
+            s.settimeout(0.5)
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            with pytest.raises(socket.timeout):
+                s.recv(100)
     finally:
         proc.stop()
 
@@ -389,3 +393,26 @@ def test_bad_fault_and_bad_args(bed):
     out = subprocess.run([sys.executable, str(STANDIN), "serve", "/m", "--no-such-flag"], capture_output=True,
                          text=True, timeout=30)
     assert out.returncode == 2 and "unrecognized arguments: --no-such-flag" in out.stderr
+
+
+def test_port_in_use(bed):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run([sys.executable, str(STANDIN), "serve", str(bed["model"]), "--host", "127.0.0.1",
+                              "--port", str(port)], capture_output=True, text=True, timeout=30, env=bed["env"])
+    assert out.returncode == 1
+    assert re.search(r"^\(APIServer pid=\d+\) OSError: \[Errno 98\] Address already in use$", out.stdout, re.M)
+    assert "Resolved architecture" not in out.stdout
+
+
+def test_version_comes_from_the_image(bed, tmp_path):
+    (tmp_path / "vllm" / "_version.py").write_text('__version__ = "0.14.0rc2"\n')
+    bed["registry"].write_text(REGISTRY % "")
+    proc = Proc(bed)
+    try:
+        assert proc.finish() == 1
+    finally:
+        proc.stop()
+    assert "vLLM API server version 0.14.0rc2" in proc.lines[1]

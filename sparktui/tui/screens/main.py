@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..app import SparkApp
 
 WIDE = 140  # columns needed for panes side by side
+PANE_MIN = 60  # ... and per pane, so three nodes still fit at 200 columns
 
 
 class MainScreen(Screen[None]):
@@ -34,6 +35,8 @@ class MainScreen(Screen[None]):
         # rebuilt per instance: the guided actions available depend on what this build contains
         self._bindings = BindingsMap([*Screen.BINDINGS, *keymap.bindings("main")])
         self.active = 0
+        inv = next((e for e in keymap.entries() if e.id == "action-investigate"), None)
+        self._investigate_key = keymap.display_key(inv.key_list[0]) if inv else None
 
     def compose(self) -> ComposeResult:
         app = self.app
@@ -73,7 +76,7 @@ class MainScreen(Screen[None]):
         error_nodes = {f.node for f in findings if f.severity == "error"}
         for pane in self.panes:
             pane.update_from(state.nodes.get(pane.node), now, has_error=pane.node in error_nodes)
-        self.query_one(FindingsStrip).show(findings)
+        self.query_one(FindingsStrip).show(findings, self._investigate_key)
         self._switcher()
 
     def _topbar(self) -> None:
@@ -103,7 +106,7 @@ class MainScreen(Screen[None]):
         self._layout(event.size.width)
 
     def _layout(self, width: int) -> None:
-        self.set_class(width < WIDE, "-narrow")
+        self.set_class(width < max(WIDE, PANE_MIN * len(self.panes)), "-narrow")
         for i, pane in enumerate(self.panes):
             pane.set_class(i == self.active, "-active")
 
@@ -201,4 +204,5 @@ class MainScreen(Screen[None]):
                     pane.log_view.lines.jump_to(finding.line - 1)
                 pane.log_view.update_chrome()
                 return
-        self.app.notify(f"no pane for node {node!r}", severity="warning")
+        self.app.notify(f"{finding.title}: no log line to show" + (f" (node {node})" if node else ""),
+                        severity="information")

@@ -10,9 +10,10 @@ from textual.widgets import Static
 from ...model import Finding
 
 SEVERITY_STYLE = {"error": "$error", "warning": "$warning", "info": "$primary"}
+HANG_IDS = {"suspected_hang", "nccl_init_hang", "nccl_watchdog_timeout", "nccl_collective_mismatch", "rendezvous_timeout"}
 
 
-def summary(findings: Sequence[Finding]) -> Content:
+def summary(findings: Sequence[Finding], investigate_key: str | None = None) -> Content:
     if not findings:
         return Content.styled("findings: none so far", "$text-muted")
     counts = {s: sum(1 for f in findings if f.severity == s) for s in ("error", "warning", "info")}
@@ -26,10 +27,12 @@ def summary(findings: Sequence[Finding]) -> Content:
     parts.append(("— newest: ", "$text-muted"))
     parts.append((newest.title + where, SEVERITY_STYLE.get(newest.severity, "")))
     parts.append(("   f: panel", "$text-muted"))
+    if investigate_key and any(f.id in HANG_IDS for f in findings):
+        parts.append((f"   {investigate_key}: investigate the hang", "$accent bold"))
     return Content.assemble(*parts)
 
 
 class FindingsStrip(Static):
-    def show(self, findings: Sequence[Finding]) -> None:
+    def show(self, findings: Sequence[Finding], investigate_key: str | None = None) -> None:
         self.set_class(any(f.severity == "error" for f in findings), "-error")
-        self.update(summary(findings))
+        self.update(summary(findings, investigate_key))

@@ -12,7 +12,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import DataTable, ProgressBar, Sparkline, Static
+from textual.widgets import DataTable, ProgressBar, Static
 
 from ...model import MILESTONE_ORDER
 from . import node_stats
@@ -43,6 +43,7 @@ class NodePane(Vertical):
         self.clock = clock
         self._seen: dict[str, object] = {}
         self._widths: list[int] = []
+        self._retry_base = 0.0
         self.border_title = node
 
     def compose(self) -> ComposeResult:
@@ -50,7 +51,7 @@ class NodePane(Vertical):
         table: DataTable = DataTable(cursor_type="row", zebra_stripes=False, classes="containers")
         yield table
         yield Static(classes="memory")
-        yield Sparkline([], classes="mem-spark")
+        yield Static(classes="mem-spark")
         yield Static(classes="gpu")
         with Horizontal(classes="startup"):
             yield ProgressBar(total=len(MILESTONE_ORDER), show_eta=False, show_percentage=False)
@@ -66,14 +67,16 @@ class NodePane(Vertical):
         if ns is None:
             return
         self.set_class(ns.reachable is False, "-unreachable")
-        if self._changed("header", (ns.reachable, ns.unreachable_since, ns.retry_in, ns.error, ns.backend,
-                                    int(now) if ns.reachable is False else 0)):
-            self.query_one(".pane-header", Static).update(node_stats.header(ns, now, self.role))
+        if self._changed("retry", (ns.reachable, ns.unreachable_since, ns.retry_in, ns.error)):
+            self._retry_base = now  # "retry in" counts down from when the collector said it
+        retry_left = None if ns.retry_in is None else max(0.0, ns.retry_in - (now - self._retry_base))
+        if self._changed("header", (ns.reachable, ns.unreachable_since, retry_left and int(retry_left), ns.error, ns.backend)):
+            self.query_one(".pane-header", Static).update(node_stats.header(ns, now, self.role, retry_left))
         if self._changed("containers", (ns.containers, int(now))):
             self._fill_table(ns, now)
-        if self._changed("memory", (ns.memory, self.size.width)):
+        if self._changed("memory", (ns.memory, ns.memory_history, self.size.width)):
             self.query_one(".memory", Static).update(node_stats.memory(ns, self.size.width - 4, self.gpu_mem_util))
-            self.query_one(Sparkline).data = list(ns.memory_history)
+            self.query_one(".mem-spark", Static).update(node_stats.sparkline(ns.memory_history, self.size.width - 4))
         if self._changed("gpu", (ns.gpus, ns.gpu_available, ns.gpu_error)):
             self.query_one(".gpu", Static).update(node_stats.gpu(ns))
         if self._changed("startup", (ns.milestones, has_error)):

@@ -30,7 +30,7 @@ PHASE_LABELS = {
 }
 
 
-def header(node: "NodeState", now: float, role: str = "") -> Content:
+def header(node: "NodeState", now: float, role: str = "", retry_left: float | None = None) -> Content:
     parts: list[str | tuple[str, str]] = [(node.name, "bold")]
     if node.reachable is None:
         parts.append(("  ◌ connecting…", "$text-muted"))
@@ -38,8 +38,9 @@ def header(node: "NodeState", now: float, role: str = "") -> Content:
         parts.append(("  ● reachable", "$success"))
     else:
         parts.append((f"  ✖ unreachable since {clock(node.unreachable_since)}", "$error bold"))
-        if node.retry_in is not None:
-            parts.append((f", retry in {max(0, round(node.retry_in))}s", "$error"))
+        retry = node.retry_in if retry_left is None else retry_left
+        if retry is not None:
+            parts.append((f", retry in {max(0, round(retry))}s", "$error"))
         if node.error:
             parts.append(("  " + node.error[:120], "$text-muted"))
     meta = " · ".join(x for x in (node.backend, role) if x)
@@ -132,3 +133,18 @@ def startup(node: "NodeState") -> tuple[float, Content]:
     pct = f" {m.progress * 100:.0f}%" if phase == "weights_loading" and m.progress is not None else ""
     text = (m.text or "")[:60]
     return value, Content.assemble(("▶ ", "$accent"), (label + pct, "bold"), ("  " + text, "$text-muted"))
+
+
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(history: tuple[float, ...], width: int) -> Content:
+    """Used-memory fractions on an absolute 0..1 scale (a flat line means flat memory)."""
+    if not history:
+        return Content("")
+    data = history[-max(1, width):]
+    parts: list[tuple[str, str]] = []
+    for v in data:
+        v = min(max(v, 0.0), 1.0)
+        parts.append((SPARK[min(7, int(v * 8))], level(v)))
+    return Content.assemble(*parts)

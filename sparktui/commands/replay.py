@@ -1,0 +1,129 @@
+"""`sparktui replay SESSION`: open a recorded session in the TUI (read-only, no live sources).
+
+The session holds the typed events (events.jsonl, derived findings and milestones included) and
+every log line (logs/<node>/<source>.log); both are turned back into events and fed through the
+engine, so the screen is the one the operator had at the end of the session.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .. import model
+
+_TYPES = {name: obj for name, obj in vars(model).items() if dataclasses.is_dataclass(obj) and isinstance(obj, type)}
+_RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$")
+
+
+class ReplayError(Exception):
+    pass
+
+
+def from_jsonable(obj: Any) -> Any:
+    """Inverse of ``session.to_jsonable`` for the model's dataclasses (lists come back as tuples)."""
+    if isinstance(obj, dict):
+        cls = _TYPES.get(obj.get("type", ""))
+        if cls is None:
+            return {k: from_jsonable(v) for k, v in obj.items()}
+        names = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: from_jsonable(v) for k, v in obj.items() if k in names}
+        if cls is model.ContainerInfo and isinstance(kw.get("state"), str):
+            kw["state"] = model.ContainerState.parse(kw["state"])
+        return cls(**kw)
+    if isinstance(obj, list):
+        return tuple(from_jsonable(x) for x in obj)
+    return obj
+
+
+def parse_stamp(token: str) -> float | None:
+    """Epoch seconds of a daemon RFC 3339 timestamp (nanoseconds allowed), or None."""
+    m = _RFC3339.match(token)
+    if not m:
+        return None
+    frac = (m.group(2) or "")[:7]  # datetime takes microseconds
+    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
+    try:
+        return datetime.fromisoformat(m.group(1) + frac + zone).timestamp()
+    except ValueError:
+        return None
+
+
+def load_session(path: Path) -> tuple[dict, list]:
+    """(meta, events) of a session directory."""
+    if not path.is_dir():
+        raise ReplayError(f"{path}: not a session directory")
+    try:
+        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ReplayError(f"{path / 'meta.json'}: unreadable ({exc})") from None
+    events: list = []
+    ev_file = path / "events.jsonl"
+    if ev_file.exists():
+        for line in ev_file.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                ev = from_jsonable(json.loads(line))
+            except (json.JSONDecodeError, TypeError):
+                continue  # a torn last line after a crash
+            if not isinstance(ev, dict):
+                events.append(ev)
+    logs = path / "logs"
+    if logs.is_dir():
+        for node_dir in sorted(p for p in logs.iterdir() if p.is_dir()):
+            for f in sorted(node_dir.glob("*.log")):
+                lines = []
+                raw = f.read_bytes().decode("utf-8", "replace").split("\n")
+                if raw and raw[-1] == "":
+                    raw.pop()
+                for i, text in enumerate(raw, 1):
+                    head, _, rest = text.partition(" ")
+                    ts = parse_stamp(head)
+                    lines.append(model.LogLine(node_dir.name, f.stem, rest if ts is not None else text,
+                                               ts=ts, seq=i, raw_ts=head if ts is not None else None))
+                events.append(model.LogBatch(node_dir.name, f.stem, tuple(lines), ts=(lines[0].ts or 0.0) if lines else 0.0))
+    return meta, events
+
+
+def _config_for(meta: dict, events: list):
+    from ..config import ClusterConfig, Config, NodeConfig, demo_config, load_config
+
+    cfg_path = meta.get("config")
+    if cfg_path == "<demo>":
+        return demo_config()
+    if cfg_path:
+        try:
+            return load_config(cfg_path)
+        except Exception:
+            pass  # the config moved on since: rebuild the node list from the session
+    names = list(meta.get("nodes") or dict.fromkeys(getattr(e, "node", "") for e in events if getattr(e, "node", "")))
+    return Config(path=str(cfg_path or "<replay>"), cluster=ClusterConfig(),
+                  nodes=tuple(NodeConfig(name=n, backend="sim", host=n) for n in names))
+
+
+def run(args) -> int:
+    from ..session import sessions_dir
+
+    path = Path(args.session)
+    if not path.exists() and (sessions_dir() / args.session).exists():
+        path = sessions_dir() / args.session
+    try:
+        meta, events = load_session(path)
+    except ReplayError as exc:
+        print(f"sparktui: {exc}", file=sys.stderr)
+        return 2
+    config = _config_for(meta, events)
+    from ..engine import Engine
+    from ..tui.app import SparkApp
+
+    engine = Engine(config, [])
+    engine.process(events)
+    last = max((getattr(e, "ts", 0) or 0 for e in events), default=0) or None
+    app = SparkApp(engine, read_only=True, live=False, theme=getattr(args, "theme", None),
+                   subtitle=f"replay {path.name}", clock=(lambda: last) if last else time.time)
+    return int(app.run(mouse=not getattr(args, "no_mouse", False)) or 0)

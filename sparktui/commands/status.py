@@ -1,0 +1,167 @@
+"""`sparktui status [--json]`: one snapshot of every node (reachability, containers, memory, GPU).
+
+Exit 0 when every node answered, 1 when some did not, 2 for usage/config errors (a key file that
+cannot be used counts as config).  A host key nobody vouched for is refused: the output names its
+fingerprint and how to add it after checking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import sys
+from typing import Any
+
+from ..config import Config, ConfigError, NodeConfig, load_config
+
+
+def _check_keys(config: Config) -> None:
+    from ..config import _line_of
+    from ..nodes.ssh import identity_problem
+
+    try:
+        text = open(config.path, encoding="utf-8").read()
+    except OSError:
+        text = ""
+    for i, n in enumerate(config.nodes):
+        if n.backend != "ssh":
+            continue
+        problem = identity_problem(n)
+        if problem:
+            raise ConfigError(config.path, problem, key=f"node[{i}].identity_file",
+                              line=_line_of(text, "identity_file") if text else None,
+                              hint="point it at a readable private key, or remove it to use the ssh agent")
+
+
+async def _snapshot(cfg: NodeConfig, timeout: float) -> dict[str, Any]:
+    from ..nodes import make_node
+    from ..nodes.base import HostKeyError, NodeError
+
+    out: dict[str, Any] = {"name": cfg.name, "backend": cfg.backend, "host": cfg.host, "reachable": False,
+                           "error": None, "host_key": None, "containers": [], "memory": None, "gpu": None,
+                           "docker_error": None}
+    if cfg.backend == "sim":
+        out["error"] = "sim backend: nothing to reach (try `sparktui demo`)"
+        return out
+    node = make_node(cfg)
+    try:
+        try:
+            await asyncio.wait_for(node.connect(), timeout)
+        except HostKeyError as exc:
+            out["error"] = str(exc)
+            out["host_key"] = {"host": exc.host, "fingerprint": exc.fingerprint, "changed": exc.changed,
+                               "hint": exc.hint}
+            return out
+        except (NodeError, asyncio.TimeoutError) as exc:
+            out["error"] = str(exc) or f"no answer within {timeout:.0f} s"
+            return out
+        out["reachable"] = True
+        parts = await asyncio.gather(_memory(node), _gpu(node, cfg.name), _containers(node),
+                                     return_exceptions=True)
+        for key, val in zip(("memory", "gpu", "containers"), parts):
+            if isinstance(val, BaseException):
+                if key == "containers":
+                    out["docker_error"] = str(val).splitlines()[0] if str(val) else type(val).__name__
+                else:
+                    out[key] = {"error": str(val)}
+            else:
+                out[key] = val
+    finally:
+        await node.close()
+    return out
+
+
+async def _memory(node) -> dict:
+    from ..nodes.base import NodeError
+    from ..probes.memory import MEMINFO, PSI_MEMORY, memory_info
+
+    meminfo = (await node.read_file(MEMINFO)).decode("utf-8", "replace")
+    try:
+        psi = (await node.read_file(PSI_MEMORY)).decode("utf-8", "replace")
+    except NodeError:
+        psi = None
+    m = memory_info(meminfo, psi)
+    return {**dataclasses.asdict(m), "used": m.used, "used_fraction": round(m.used_fraction, 4)}
+
+
+async def _gpu(node, name: str) -> dict:
+    from ..probes.gpu import QUERY_APPS, QUERY_GPU, gpu_sample
+
+    q = await node.run(QUERY_GPU, timeout=20)
+    apps = await node.run(QUERY_APPS, timeout=20) if q.ok else None
+    s = gpu_sample(name, q.returncode, q.text, apps.returncode if apps else None, apps.text if apps else "",
+                   q.err_text)
+    return {"available": s.available, "error": s.error, "gpus": [dataclasses.asdict(g) for g in s.gpus]}
+
+
+async def _containers(node) -> list[dict]:
+    from ..probes.containers import from_inspect
+
+    client = await node.docker()
+    conts = await asyncio.to_thread(client.containers.list, all=True)
+    out = []
+    for c in conts:
+        i = from_inspect(c.attrs)
+        out.append({"name": i.name, "id": i.short_id, "image": i.image, "state": i.state.value,
+                    "health": i.health, "status": i.status, "exit_code": i.exit_code})
+    return sorted(out, key=lambda c: c["name"])
+
+
+def _gib(n: int | None) -> str:
+    return "?" if n is None else f"{n / (1 << 30):.1f} GiB"
+
+
+def _text(nodes: list[dict]) -> str:
+    lines = []
+    for n in nodes:
+        head = f"{n['name']} ({n['backend']} {n['host']})"
+        if not n["reachable"]:
+            lines.append(f"{head}: UNREACHABLE: {n['error']}")
+            continue
+        lines.append(f"{head}: reachable")
+        m = n["memory"]
+        if m and "error" not in m:
+            psi = f", PSI some {m['psi_some_avg10']:.1f}%" if m.get("psi_some_avg10") is not None else ""
+            lines.append(f"  memory   {_gib(m['used'])} used of {_gib(m['total'])} "
+                         f"({m['used_fraction'] * 100:.0f}%), cache {_gib(m['cached'])}{psi}")
+        g = n["gpu"] or {}
+        if not g.get("available", True):
+            lines.append("  gpu      none (no nvidia-smi)")
+        elif g.get("error"):
+            lines.append(f"  gpu      error: {g['error']}")
+        for gpu in g.get("gpus", []):
+            mem = ("unified (see memory)" if gpu["mem_total_bytes"] is None
+                   else f"{_gib(gpu['mem_used_bytes'])} / {_gib(gpu['mem_total_bytes'])}")
+            util = "?" if gpu["util_percent"] is None else f"{gpu['util_percent']:.0f}%"
+            lines.append(f"  gpu {gpu['index']}    {gpu['name']}  util {util}  mem {mem}")
+            for p in gpu["processes"]:
+                lines.append(f"           pid {p['pid']} {p['name']}  {_gib(p['used_memory_bytes'])}")
+        if n["docker_error"]:
+            lines.append(f"  docker   unreachable: {n['docker_error']}")
+        elif not n["containers"]:
+            lines.append("  containers: none")
+        for c in n["containers"]:
+            extra = f" health={c['health']}" if c["health"] else ""
+            lines.append(f"  {c['name']:<24} {c['image']:<28} {c['status']}{extra}")
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    config = load_config(getattr(args, "config", None))
+    _check_keys(config)
+    timeout = float(getattr(args, "timeout", 10.0) or 10.0)
+
+    async def all_nodes() -> list[dict]:
+        return list(await asyncio.gather(*(_snapshot(n, timeout) for n in config.nodes)))
+
+    nodes = asyncio.run(all_nodes())
+    ok = all(n["reachable"] for n in nodes)
+    if getattr(args, "json", False):
+        print(json.dumps({"config": config.path, "ok": ok, "nodes": nodes}, indent=2, default=str))
+    else:
+        print(_text(nodes))
+    for n in nodes:
+        if n["host_key"]:
+            print(f"sparktui: {n['error']}", file=sys.stderr)
+    return 0 if ok else 1

@@ -1,0 +1,220 @@
+"""Live collectors over real SSH + real Docker Engines (scripts/testbed): containers appear, logs
+stream into the engine and the session file, nodes drop and come back without losing a line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from sparktui.config import load_config
+from sparktui.engine import Engine
+from sparktui.model import ContainerChanged, ContainerState, GpuSample, MemorySample, NodeReachability
+from sparktui.nodes import make_node, make_sources
+from sparktui.session import Session
+
+pytestmark = pytest.mark.e2e
+
+COUNTER = "i=0; while true; do i=$((i+1)); echo \"line $i of {name}\"; sleep {pause}; done"
+
+
+@pytest.fixture
+async def live(bed, e2e):
+    config = load_config(bed.config)
+    nodes = {n.name: make_node(n) for n in config.nodes}
+    session = Session.create("e2e")
+    engine = Engine(config, make_sources(config, nodes), session=session)
+    watch = e2e.Watcher(engine)
+    watch.run_async = e2e.run_async
+    await engine.start()
+    await watch.until(lambda b, s: all(s.nodes[n].reachable for n in nodes), 15, "both nodes reachable")
+    yield engine, watch, bed
+    await engine.stop()
+    session.close()
+
+
+def persisted(engine, node: str, source: str) -> str:
+    p = engine.session.log_path(node, source)
+    return p.read_text() if p.exists() else ""
+
+
+def docker_logs(bed, node: str, name: str) -> str:
+    return bed.docker(node, "logs", "--timestamps", name).stdout
+
+
+def start_counter(bed, cleanup, node: str, name: str, pause: float = 0.05) -> None:
+    cleanup.append((node, name))
+    bed.docker(node, "run", "-d", "--name", name, "--network", "host", "sparktui-base:bookworm",
+               "sh", "-c", COUNTER.format(name=name, pause=pause))
+
+
+async def stop_and_compare(engine, watch, bed, node: str, name: str) -> None:
+    """Stop the container (its log is then final) and require the persisted copy to equal it."""
+    bed.docker(node, "stop", "-t", "1", name)
+    expected = docker_logs(bed, node, name)
+    assert expected.count("\n") > 10
+    await watch.until(lambda b, s: persisted(engine, node, name) == expected or
+                      persisted(engine, node, name).count("\n") > expected.count("\n"),
+                      15, f"persisted log of {name} catching up")
+    got = persisted(engine, node, name).splitlines()
+    want = expected.splitlines()
+    assert len(got) == len(set(got)), "duplicate lines in the persisted log"
+    assert got == want
+
+
+async def test_container_on_spark2_appears_within_2s_and_streams(live, container_name, cleanup):
+    engine, watch, bed = live
+    t0 = time.monotonic()
+    start_counter(bed, cleanup, "spark2", container_name)
+    took = time.monotonic() - t0
+    took += await watch.until(
+        lambda b, s: container_name in s.nodes["spark2"].containers and
+        s.nodes["spark2"].containers[container_name].state is ContainerState.RUNNING, 2, "container in spark2's pane")
+    assert took <= 2.0
+    await watch.until(lambda b, s: (ser := engine.logs.find("spark2", container_name)) is not None
+                      and ser.total >= 20, 10, "20 lines streamed into the engine")
+    series = engine.logs.find("spark2", container_name)
+    assert series.get(0) == f"line 1 of {container_name}"
+    assert persisted(engine, "spark2", container_name).splitlines()[0].endswith(f" line 1 of {container_name}")
+    await stop_and_compare(engine, watch, bed, "spark2", container_name)
+
+
+async def test_stop_node_unreachable_then_resumes_without_gap(live, container_name, cleanup):
+    engine, watch, bed = live
+    start_counter(bed, cleanup, "spark2", container_name)
+    await watch.until(lambda b, s: persisted(engine, "spark2", container_name).count("\n") >= 10, 10, "lines flowing")
+    t0 = time.monotonic()
+    stopper = asyncio.create_task(watch.run_async(*bed.testbed("stop-node", "spark2")))
+    try:
+        took = await watch.until(lambda b, s: s.nodes["spark2"].reachable is False, 5, "spark2 unreachable")
+        assert took <= 5.0
+        # spark1 keeps updating while spark2 is down
+        mark = time.time()
+        await watch.until(lambda b, s: any(isinstance(e, MemorySample) and e.node == "spark1" and e.ts > mark
+                                           for e in b), 5, "spark1 memory sample while spark2 is down")
+        rc, out = await stopper
+        assert rc == 0, out
+        down = engine.state.nodes["spark2"]
+        assert down.unreachable_since is not None and down.unreachable_since <= time.time()
+        t1 = time.monotonic()
+        rc, out = await watch.run_async(*bed.testbed("start-node", "spark2"))
+        assert rc == 0, out
+        await watch.until(lambda b, s: s.nodes["spark2"].reachable is True, 5, "spark2 reconnected")
+        assert time.monotonic() - t1 <= 5.0 + 5.0  # start-node itself waits for dockerd (a few s)
+    finally:
+        if not stopper.done():
+            await stopper
+        await watch.run_async(*bed.testbed("start-node", "spark2"))
+    # the container ran on (live-restore) while we were away: every line must arrive, once
+    await stop_and_compare(engine, watch, bed, "spark2", container_name)
+
+
+async def test_dockerd_restart_resumes_without_gap(live, container_name, cleanup):
+    engine, watch, bed = live
+    start_counter(bed, cleanup, "spark1", container_name)
+    await watch.until(lambda b, s: persisted(engine, "spark1", container_name).count("\n") >= 10, 10, "lines flowing")
+    rc, out = await watch.run_async(*bed.testbed("restart-docker", "spark1"))
+    assert rc == 0, out
+    assert engine.state.nodes["spark1"].reachable  # SSH never dropped
+    n = persisted(engine, "spark1", container_name).count("\n")
+    await watch.until(lambda b, s: persisted(engine, "spark1", container_name).count("\n") > n + 5, 15,
+                      "lines flowing again after the restart")
+    await stop_and_compare(engine, watch, bed, "spark1", container_name)
+
+
+async def test_killed_container_shows_137_and_keeps_last_lines(live, container_name, cleanup):
+    engine, watch, bed = live
+    cleanup.append(("spark1", container_name))
+    bed.docker("spark1", "run", "-d", "--name", container_name, "--network", "host", "sparktui-base:bookworm",
+               "sh", "-c", "for i in 1 2 3 4 5; do echo last-words $i; done; exec sleep 600")
+    await watch.until(lambda b, s: "last-words 5" in persisted(engine, "spark1", container_name), 10, "lines in")
+    bed.docker("spark1", "kill", container_name)
+    await watch.until(lambda b, s: (c := s.nodes["spark1"].containers.get(container_name)) is not None
+                      and c.state is ContainerState.EXITED, 5, "container shown as exited")
+    c = engine.state.nodes["spark1"].containers[container_name]
+    assert c.exit_code == 137 and c.finished_at is not None
+    assert any(isinstance(e, ContainerChanged) and e.container.name == container_name and e.container.exit_code == 137
+               for e in watch.events)
+    text = persisted(engine, "spark1", container_name)
+    assert [ln.split(" ", 1)[1] for ln in text.splitlines()] == [f"last-words {i}" for i in range(1, 6)]
+    assert text == docker_logs(bed, "spark1", container_name)
+
+
+async def test_gb10_nvidia_smi_is_handled(bed, tmp_path, e2e):
+    """A GB10-style nvidia-smi on spark1's PATH: memory from /proc/meminfo, per-process GPU memory."""
+    bindir = Path(bed.nodes["spark1"]["bin"])
+    fake = bindir / "nvidia-smi"
+    shutil.copy(e2e.ROOT / "tests" / "fixtures" / "nvidia-smi" / "gb10-nvidia-smi", fake)
+    (bindir / "nvidia-smi.json").write_text(json.dumps({"apps": [[4242, "/usr/bin/python3", 98304]]}))
+    try:
+        config = load_config(bed.config)
+        nodes = {n.name: make_node(n) for n in config.nodes}
+        engine = Engine(config, make_sources(config, nodes))
+        watch = e2e.Watcher(engine)
+        await engine.start()
+        try:
+            # two samples: the one-shot probe and one from the long-lived `-l` loop
+            await watch.until(lambda b, s: sum(isinstance(e, GpuSample) and e.node == "spark1" and e.gpus
+                                               for e in watch.events) >= 2, 10, "GB10 GPU samples")
+            await watch.until(lambda b, s: s.nodes["spark1"].memory is not None, 5, "memory sample")
+            st = engine.state.nodes["spark1"]
+            g = st.gpus[0]
+            assert g.name == "NVIDIA GB10" and g.unified_memory and g.mem_used_bytes is None
+            assert g.processes[0].pid == 4242 and g.processes[0].used_memory_bytes == 98304 * 1024 * 1024
+            meminfo = Path("/proc/meminfo").read_text()
+            assert st.memory.total == int(meminfo.split()[1]) * 1024
+            assert engine.state.nodes["spark2"].gpu_available is False  # no nvidia-smi there
+        finally:
+            await engine.stop()
+        r = e2e.run_cli("status", "--json", "--config", str(bed.config))
+        doc = json.loads(r.stdout)
+        spark1 = next(n for n in doc["nodes"] if n["name"] == "spark1")
+        gpu = spark1["gpu"]["gpus"][0]
+        assert gpu["mem_total_bytes"] is None and gpu["processes"][0]["used_memory_bytes"] == 98304 * 1024 * 1024
+        assert spark1["memory"]["total"] > 0
+    finally:
+        fake.unlink(missing_ok=True)
+        (bindir / "nvidia-smi.json").unlink(missing_ok=True)
+
+
+async def test_unknown_host_key_in_collectors_reports_fingerprint(bed, tmp_path):
+    import dataclasses
+
+    from sparktui.collectors import NodeCollectors
+
+    config = load_config(bed.config)
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    cfg = dataclasses.replace(config.node("spark1"), known_hosts=str(empty))
+    events: list = []
+    got = asyncio.Event()
+
+    def emit(e):
+        events.append(e)
+        if isinstance(e, NodeReachability) and not e.reachable:
+            got.set()
+
+    col = NodeCollectors(make_node(cfg), cfg, config)
+    task = asyncio.create_task(col.run(emit))
+    try:
+        await asyncio.wait_for(got.wait(), 10)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await col.close()
+    e = next(x for x in events if isinstance(x, NodeReachability))
+    fp = _fingerprint(bed.host_key_pub("spark1"))
+    assert fp in (e.error or "") and "unknown" in e.error
+    assert e.retry_in == 10.0  # a host-key problem needs a person: no fast retries
+    assert not any(isinstance(x, MemorySample) for x in events)
+
+
+def _fingerprint(pub: Path) -> str:
+    import subprocess
+
+    out = subprocess.run(["ssh-keygen", "-lf", str(pub)], capture_output=True, text=True, check=True).stdout
+    return out.split()[1]
