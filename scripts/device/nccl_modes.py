@@ -8,6 +8,7 @@ Modes (one torch.distributed process per GPU, NCCL forced onto NET/Socket like t
   desync       rank 1 stops issuing collectives after step 15  -> expect R4 nccl_collective_mismatch, rank 1
   never_start  only rank 0 of 2 is started                     -> expect R2 nccl_init_hang, rank 1 missing
   killed       rank 1 is SIGKILLed mid-run                     -> expect R1 peer dead, rank 1
+  killed_survivor  the same with TORCH_NCCL_ASYNC_ERROR_HANDLING=0, so rank 0 stays alive, blocked
   stuck_kernel both ranks launch a long GPU spin, then sync    -> expect R5 (frozen, equal counts)
 
 Each worker is launched with sparktui's pre-armed env (sparktui.actions.prearm).  A watcher feeds
@@ -31,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 EXPECT = {"healthy": ("healthy", []), "desync": ("R4", ["nccl_collective_mismatch"]),
-          "never_start": ("R2", ["nccl_init_hang"]), "killed": ("R1", []), "stuck_kernel": ("R5", [])}
+          "never_start": ("R2", ["nccl_init_hang"]), "killed": ("R1", []), "stuck_kernel": ("R5", []),
+          "killed_survivor": ("R1", [])}
 SAFETY = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 NETWORK = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1"}
 STOP_STEP = 15
@@ -132,6 +134,8 @@ def run_mode(mode: str, outdir: Path, port: int, interval: float) -> dict:
     os.makedirs(arm.run_dir, exist_ok=True)
     env = dict(os.environ, **arm.env, **NETWORK, **SAFETY, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                PYTHONUNBUFFERED="1")
+    if mode == "killed_survivor":
+        env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "0"  # the survivor does not tear itself down
     t0 = time.time()
     ranks = [0] if mode == "never_start" else [0, 1]
     procs = {r: launch(mode, r, env, arm.run_dir) for r in ranks}
@@ -144,7 +148,7 @@ def run_mode(mode: str, outdir: Path, port: int, interval: float) -> dict:
     while time.time() < deadline:
         for p in procs.values():
             p.poll()  # reap a dead rank at once, as its launcher would
-        if mode == "killed" and killed_at is None and f"step {STOP_STEP}" in logs[1].read_text(errors="replace"):
+        if mode.startswith("killed") and killed_at is None and f"step {STOP_STEP}" in logs[1].read_text(errors="replace"):
             procs[1].send_signal(signal.SIGKILL)
             killed_at = time.time()
         if mode != "healthy" and w.raised is not None:

@@ -6,6 +6,7 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -130,13 +131,17 @@ class Bed:
 
     # ------------------------------------------------------------------ one node
     def write_node_files(self, n: NodeDirs) -> None:
-        for d in (n.dir, n.bin, n.dir / "docker" / "data", n.dir / "docker" / "exec"):
+        for d in (n.dir, n.bin, n.dir / "home", n.dir / "docker" / "data", n.dir / "docker" / "exec"):
             d.mkdir(parents=True, exist_ok=True)
         if not n.host_key.exists():
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{n.name}-host",
                             "-f", str(n.host_key)], check=True)
         path = f"{n.bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-        (n.dir / "sshd_config").write_text(f"""\
+        # HOME: sessions get their own (empty) home, so this host's ~/.bashrc (pyenv rehash with a
+        # lock file, ~0.5 s per command) neither runs on every command nor gets killed half-way
+        cfg_path = n.dir / "sshd_config"
+        old = cfg_path.read_text() if cfg_path.exists() else None
+        cfg_path.write_text(f"""\
 # sparktui test bed, node {n.name}
 ListenAddress {n.addr}:{n.port}
 HostKey {n.host_key}
@@ -153,8 +158,12 @@ X11Forwarding no
 PrintMotd no
 Subsystem sftp internal-sftp
 LogLevel VERBOSE
-SetEnv PATH={path} DOCKER_HOST=unix://{n.sock} {procs.MARK}={n.dir}/
+SetEnv PATH={path} HOME={n.dir}/home DOCKER_HOST=unix://{n.sock} {procs.MARK}={n.dir}/
 """)
+        pid = procs.read_pid(n.sshd_pid)
+        if old is not None and old != cfg_path.read_text() and pid:
+            os.kill(pid, signal.SIGHUP)  # sshd re-execs with the new config; sessions stay
+            say(f"{n.name}: sshd reloaded with the new config")
 
     def sshd_running(self, n: NodeDirs) -> bool:
         return procs.alive(procs.read_pid(n.sshd_pid))

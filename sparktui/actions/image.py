@@ -13,6 +13,7 @@ full disk) is seen, and the target is checked to hold no new image afterwards.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 
@@ -25,6 +26,7 @@ from .dockerfile import HybridSpec, build_context, entries_from_model, render_do
 from ..model import Finding
 
 MB = 1_000_000
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 # Runs on the source node between `docker save` and `ssh`: copies stdin to stdout, counts bytes.
 RELAY = r'''
@@ -77,20 +79,34 @@ def _unix_url(client) -> str:
         return client.api.base_url
 
 
-class BuildImageAction(Action):
+class _KeepsFindings(Action):
+    """ActionFailed ends a step early; the findings gathered so far still belong in the result."""
+
+    findings: list[Finding]
+
+    async def run(self, ctx: ActionContext) -> ActionResult:
+        result = await super().run(ctx)
+        for f in getattr(self, "findings", []):
+            if f not in result.findings:
+                result.findings.append(f)
+        return result
+
+
+class BuildImageAction(_KeepsFindings):
     name = "build-image"
     title = "Build the hybrid image"
     mutating = True
 
     def __init__(self, base: str | None = None, tag: str | None = None, node: str | None = None) -> None:
         self.base, self.tag, self.node_name = base, tag, node
+        self.findings: list[Finding] = []
 
     async def execute(self, ctx: ActionContext) -> ActionResult:
         c = ctx.config.cluster
         node = ctx.nodes[self.node_name or ctx.config.head.name]
         base = self.base or c.base_image or c.image
         tag = self.tag or c.hybrid_image or f"{base.split(':')[0]}-hybrid"
-        findings: list[Finding] = []
+        findings = self.findings
         async with ctx.step("plan", f"{tag} FROM {base} on {node.name}", node=node.name) as rec:
             try:
                 info = await inspect_image(node, base)
@@ -182,7 +198,7 @@ class BuildImageAction(Action):
                     state["error"] = chunk["error"].strip()
                 elif "aux" in chunk and "ID" in chunk["aux"]:
                     state["id"] = chunk["aux"]["ID"]
-                text = chunk.get("stream", "")
+                text = _ANSI.sub("", chunk.get("stream", ""))  # the builder colours RUN's stderr
                 for line in text.splitlines():
                     if line.strip():
                         state["lines"].append(line)
@@ -194,9 +210,16 @@ class BuildImageAction(Action):
             except docker.errors.APIError as exc:
                 state["error"] = str(exc.explanation or exc)
             if state["error"]:
-                rec.status, rec.message = "failed", state["error"][:300]
-                rec.data = {"last_lines": state["lines"][-15:]}
-                raise ActionFailed(f"build failed: {state['error'][:300]}")
+                # the patch script says why in one line; that beats "returned a non-zero code"
+                why = next((l.strip() for l in reversed(state["lines"]) if l.startswith("patch_vllm_registry:")),
+                           state["error"])
+                rec.status, rec.message = "failed", why[:300]
+                rec.data = {"last_lines": state["lines"][-15:], "error": state["error"]}
+                self.findings.append(_finding("image_build_failed", why[:300], node.name, state["lines"][-5:],
+                                              "the base image's vLLM files are not laid out as the patch knows; "
+                                              "pick another base (--base) or add the entries by hand"
+                                              if "unknown layout" in why else "read the build output above"))
+                raise ActionFailed(f"build failed: {why[:300]}")
             if not state["id"]:
                 state["id"] = (await inspect_image(node, spec.tag)).id
             rec.message = f"{spec.tag} = {state['id'][:19]}"
@@ -214,13 +237,14 @@ class BuildImageAction(Action):
         ctx.emit("build", "progress", line[:200], progress=frac, node=node.name)
 
 
-class PushImageAction(Action):
+class PushImageAction(_KeepsFindings):
     name = "push-image"
     title = "Copy the image node-to-node"
     mutating = True
 
     def __init__(self, image: str | None = None, source: str | None = None, targets: list[str] | None = None) -> None:
         self.image, self.source, self.targets = image, source, targets
+        self.findings: list[Finding] = []
 
     def _ssh_args(self, ctx: ActionContext, target: str) -> list[str]:
         t = ctx.config.node(target)
@@ -239,7 +263,7 @@ class PushImageAction(Action):
             if t not in ctx.nodes:
                 raise ActionFailed(f"unknown target node {t!r}")
         image = self.image or await default_image(ctx, src)
-        findings: list[Finding] = []
+        findings = self.findings
         async with ctx.step("inspect", f"{image} on {src_name}", node=src_name) as rec:
             try:
                 info = await inspect_image(src, image)

@@ -19,6 +19,7 @@ from ..diagnosis.facts import patterns
 from ..diagnosis.verdict import Verdict, decide
 from ..model import Finding
 from ..probes import pyspy as pyspy_probe
+from ..probes import ras as ras_client
 from ..probes import workers as probe
 from .base import Action, ActionContext, ActionResult
 from .prearm import run_dir as default_run_dir
@@ -32,12 +33,15 @@ class Investigate(Action):
     mutating = False
 
     def __init__(self, *, interval: float = DEFAULT_INTERVAL, bundle: str | None = None, gpu_samples: int = 3,
-                 use_pyspy: bool = True, run_dir: str | None = None) -> None:
+                 use_pyspy: bool = True, run_dir: str | None = None, ras_port: int | None = None,
+                 pids: dict[str, list[int]] | None = None) -> None:
         self.interval = interval
         self.bundle = bundle
         self.gpu_samples = gpu_samples
         self.use_pyspy = use_pyspy
         self.run_dir = run_dir
+        self.ras_port = ras_port
+        self.pids = pids or {}  # node -> worker pids, when the caller knows them (else: discovered)
         self.evidence: Evidence | None = None
         self.verdict: Verdict | None = None
 
@@ -51,8 +55,8 @@ class Investigate(Action):
         step = f"round {rnd + 1}"
         emit = lambda status, msg: ctx.emit(step, status, msg, node=n.node)  # noqa: E731
         try:
-            data = await probe.scan(node, run_dir=self.run_dir or "",
-                                    pids=[w.pid for w in n.workers] if rnd and n.workers else None)
+            pids = [w.pid for w in n.workers] if rnd and n.workers else self.pids.get(n.node)
+            data = await probe.scan(node, run_dir=self.run_dir or "", pids=pids)
         except probe.ProbeError as exc:
             if rnd == 0:
                 n.reachable, n.error = False, str(exc)
@@ -62,6 +66,7 @@ class Investigate(Action):
         n.hostname = data.get("hostname", n.hostname)
         found = probe.workers_from_scan(data)
         if rnd == 0:
+            found = await _own_containers_only(node, found)
             n.workers = found
             for log in data.get("run_dir_logs", []):
                 if log.get("pid") and not any(w.pid == log["pid"] for w in n.workers):
@@ -87,13 +92,17 @@ class Investigate(Action):
         if rnd == 0:
             jobs += [self._containers(n, node, emit), self._fabric(ctx, ev, n, node, emit), self._dmesg(n, node)]
             if not ctx.read_only:
+                caught = probe.usr1_caught(data)
                 for w in live:
-                    if w.env.get("NCCL_PROXY_DUMP_SIGNAL") == "10":
+                    # armed AND handled: an unhandled SIGUSR1 terminates the process (seen on a real rank
+                    # still waiting in rendezvous, before NCCL installed its handler)
+                    if w.env.get("NCCL_PROXY_DUMP_SIGNAL") == "10" and w.pid in caught:
                         jobs.append(probe.proxy_dump(node, w.pid))
         await asyncio.gather(*jobs)
 
     async def _ras(self, n, node, t, emit) -> None:
-        raw = await probe.ras_status(node, fmt="json")
+        port = self.ras_port or ras_client.DEFAULT_PORT
+        raw = await probe.ras_status(node, fmt="json", port=port)
         from ..diagnosis import ras as ras_parse
 
         st = ras_parse.parse(raw)
@@ -101,7 +110,7 @@ class Investigate(Action):
             n.ras.append(Sample(t, raw, "json" if st.format == "json" else "text"))
         if st.ok or "refused JSON" in raw:
             # the text form too: older servers only speak it, and it names outliers in words
-            raw_txt = await probe.ras_status(node, fmt="text")
+            raw_txt = await probe.ras_status(node, fmt="text", port=port)
             st_txt = ras_parse.parse(raw_txt)
             n.ras.append(Sample(t, raw_txt, "text"))
             if not (st.ok and st.format == "json"):
@@ -252,6 +261,22 @@ def verdict_findings(v: Verdict) -> list[Finding]:
 
 
 _COMM_RANK = re.compile(r"\bcomm 0x[0-9a-f]+ rank (\d+) nranks (\d+)")
+
+
+async def _own_containers_only(node, found: list[Worker]) -> list[Worker]:
+    """Keep workers in this node's own containers.  On real nodes that is all of them; where several
+    "nodes" share one kernel (the test bed) /proc shows every node's containers, and the node's
+    Docker daemon says which are its own.  Without a daemon answer nothing is dropped."""
+    if not any(w.container for w in found):
+        return found
+    try:
+        res = await node.run(["docker", "ps", "-q", "--no-trunc"], timeout=20)
+    except Exception:
+        return found
+    if not res.ok:
+        return found
+    mine = set(res.text.split())
+    return [w for w in found if not w.container or w.container in mine]
 
 
 def _describe(w: Worker) -> str:

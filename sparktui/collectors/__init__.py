@@ -68,6 +68,7 @@ class NodeCollectors:
                 down_since = time.time()
                 emit(NodeReachability(node=self.node_name, reachable=False, since=down_since, error=reason,
                                       retry_in=0.0, backend=backend))
+                await self._cleanup()
                 continue
             down_since = down_since or time.time()
             emit(NodeReachability(node=self.node_name, reachable=False, since=down_since, error=error,
@@ -108,10 +109,16 @@ class NodeCollectors:
             lost.cancel()
             for t in self._tasks:
                 t.cancel()
-            await asyncio.gather(*self._tasks, lost, return_exceptions=True)
-            if self.docker is not None:
-                await self.docker.close()
-            self._tasks = []
+
+    async def _cleanup(self) -> None:
+        """Let the cancelled loops finish (bounded: a stuck one must not delay the reconnect)."""
+        if self._tasks:
+            _, stuck = await asyncio.wait(self._tasks, timeout=5)
+            for t in stuck:
+                log.warning("%s: %s did not stop within 5 s", self.node_name, t.get_name())
+        if self.docker is not None:
+            await self.docker.close()
+        self._tasks = []
 
     async def _wait_retry(self, delay: float) -> None:
         """Sleep ``delay`` but wake early when the node's SSH port accepts connections again."""

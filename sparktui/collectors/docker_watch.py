@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any, Callable
 
-from ..logs.follow import LogCursor, LogFollower, start_thread
+from ..logs.follow import LogCursor, LogFollower, get_within, start_thread
 from ..model import ContainerChanged, ContainerInfo, ContainersSnapshot, ContainerState
 from ..probes.containers import STATE_ACTIONS, from_inspect, removed
 
@@ -48,10 +48,11 @@ class DockerWatch:
         self._client: Any = None
         self._events: Any = None
         self.error: str | None = None  # why the Engine is not reachable right now
+        self._closed = False
 
     async def run(self) -> None:
         backoff = BACKOFF_MIN
-        while True:
+        while not self._closed:  # the flag backs up cancellation, which 3.11 can lose in races
             try:
                 self._client = await self.node.docker()
                 self.error = None
@@ -80,14 +81,17 @@ class DockerWatch:
                 for ev in self._events:
                     loop.call_soon_threadsafe(queue.put_nowait, ev)
             finally:
-                loop.call_soon_threadsafe(queue.put_nowait, _END)
+                try:
+                    loop.call_soon_threadsafe(queue.put_nowait, _END)
+                except RuntimeError:  # loop closed: shutting down
+                    pass
 
         reader = start_thread(read_events, f"events-{self.name}")
         await self._reconcile()
         try:
             while True:
                 try:
-                    ev = await asyncio.wait_for(queue.get(), self.reconcile_interval)
+                    ev = await get_within(queue, self.reconcile_interval)
                 except asyncio.TimeoutError:
                     await self._reconcile()
                     continue
@@ -184,6 +188,7 @@ class DockerWatch:
         self.followers.clear()
 
     async def close(self) -> None:
+        self._closed = True
         self._stop_streams()
 
 

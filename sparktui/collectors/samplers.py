@@ -11,6 +11,7 @@ import asyncio
 import logging
 from typing import Callable
 
+from ..logs.follow import get_within
 from ..model import GpuSample, LinkSample, MemorySample
 from ..nodes.base import NodeError, NodeUnreachable
 from ..probes import gpu as gpu_probe
@@ -124,7 +125,7 @@ class GpuLoop:
         try:
             while True:
                 try:
-                    item = await asyncio.wait_for(q.get(), self.QUIET) if rows else await q.get()
+                    item = await get_within(q, self.QUIET) if rows else await q.get()
                 except asyncio.TimeoutError:
                     self._emit_rows(rows)
                     rows = []

@@ -10,7 +10,8 @@ import json
 import sys
 
 
-def _print_verdict(name: str, v, out=sys.stdout) -> None:
+def _print_verdict(name: str, v, out=None) -> None:
+    out = out or sys.stdout
     head = f"[{name}] " if name else ""
     print(f"{head}{v.rule}: {v.title}  (confidence {v.confidence:.2f})", file=out)
     if v.finding_ids:

@@ -37,11 +37,18 @@ _NCCL_LITERALS = (
 )
 
 
-# Scanning cost is one pass over the batch per literal, so a few short "umbrella" literals stand in
-# for the longer ones that contain them (a superset filter: the regexes decide).  Each is rare in
-# ordinary logs; e.g. "onnect" covers "Connection refused", "connect to ", "Connected all rings".
-_UMBRELLAS = ("onnect", "ut of memory", "vailable KV cache memory", "ast enqueued", "No available ",
-              "Load weight ", "GCS", "Model ")
+# Scanning costs one pass over the batch per literal, so a few short "umbrella" literals stand in
+# for the longer ones that contain them (a superset filter: the regexes decide).  Chosen to be rare
+# in healthy vLLM/NCCL/Ray output (checked on the fixtures and the demo's logs): e.g. "onnect"
+# covers "Connection refused", "connect to ", "Connected all rings".
+_UMBRELLAS = ("onnect", "mory", "Erro", " err", "fail", "died", "ibv_", "GCS", "enqueued", "ddress",
+              "s not", " wei", "COMPLETE", " dead", "No available ", "tected", "Not ", "which is of c",
+              "out after", "NET/", "ncclInvalid", "Model ")
+
+
+# Literals of lines that can flood (SUBSYS=COLL logs every collective, tqdm redraws progress)
+# where only the latest few of a batch matter: the highest opCount, the current shard count.
+_LATEST_ONLY = {"opCount": 16, "% Completed |": 4}
 
 
 def _ev(text: str) -> str:
@@ -53,7 +60,10 @@ def _ev(text: str) -> str:
 class _Compiled:
     catalogue: Catalogue
     rules: Rules
-    literals: tuple[str, ...]
+    literals: tuple[str, ...]  # what the batch is scanned for
+    # scan literal -> the catalogue (literal, entries) pairs and milestone rule indexes it stands for
+    cat_routes: dict[str, tuple[tuple[str, tuple[Entry, ...]], ...]]
+    rule_routes: dict[str, tuple[int, ...]]
 
 
 _compiled_cache: dict[tuple[int, int], _Compiled] = {}
@@ -68,12 +78,17 @@ def compile_scanner(catalogue: Catalogue | None = None, rules: Rules | None = No
         lits = set(cat.literals) | set(rul.literals) | set(_NCCL_LITERALS) | {TB_START}
         lits |= {u for u in _UMBRELLAS if any(u in lit for lit in lits)}
         # a literal containing another is redundant: the shorter one finds the same lines
-        ordered = sorted(lits, key=len)
         minimal: list[str] = []
-        for lit in ordered:
+        for lit in sorted(lits, key=len):
             if not any(m in lit for m in minimal):
                 minimal.append(lit)
-        c = _Compiled(cat, rul, tuple(minimal))
+        cat_routes = {
+            s: tuple((lit, ents) for lit, ents in cat.by_literal.items() if s in lit) for s in minimal
+        }
+        rule_routes = {
+            s: tuple(i for i, r in enumerate(rul.rules) if any(s in lit for lit in r.prefilter)) for s in minimal
+        }
+        c = _Compiled(cat, rul, tuple(minimal), cat_routes, rule_routes)
         _compiled_cache[key] = c
     return c
 
@@ -105,6 +120,8 @@ class SourceScanner:
         self._active_ops_at: int | None = None  # "ACTIVE OPS" was the last line of a batch
         self.last_feed = time.monotonic()
         self.finished = False
+        self._lits = self.c.literals  # shrinks when one-shot milestones are reached
+        self._lits_gen = 0
 
     # ------------------------------------------------------------------ input
     def feed(self, lines: list[str] | list[bytes], first_lineno: int | None = None) -> list[Finding | Milestone]:
@@ -166,13 +183,26 @@ class SourceScanner:
         offset = 0
         if start:
             offset = len("\n".join(lines[:start])) + 1
-        find = text.find
-        starts: set[int] = set()
-        for lit in self.c.literals:
+        find, rfind = text.find, text.rfind
+        starts: dict[int, list[str]] = {}
+        for lit in self._lits:
+            keep = _LATEST_ONLY.get(lit)
+            if keep:  # scan backwards, stop after the last few
+                p = rfind(lit, offset)
+                while p != -1 and keep:
+                    s = rfind("\n", 0, p) + 1
+                    starts.setdefault(s, []).append(lit)
+                    keep -= 1
+                    p = rfind(lit, offset, s) if s > offset else -1
+                continue
             p = find(lit, offset)
             while p != -1:
-                s = text.rfind("\n", 0, p) + 1
-                starts.add(s)
+                s = rfind("\n", 0, p) + 1
+                hit = starts.get(s)
+                if hit is None:
+                    starts[s] = [lit]
+                else:
+                    hit.append(lit)
                 e = find("\n", p)
                 if e == -1:
                     break
@@ -186,30 +216,49 @@ class SourceScanner:
             pos = s
             if idx < skip_to:
                 continue
-            skip_to = self._line(lines, idx, base, out) + 1
+            skip_to = self._line(lines, idx, base, out, starts[s]) + 1
 
     # ------------------------------------------------------------------ one candidate line
-    def _line(self, lines: list[str], idx: int, base: int, out: list) -> int:
-        """Classify lines[idx]; returns the index of the last line consumed."""
+    def _line(self, lines: list[str], idx: int, base: int, out: list, hits: list[str] | None = None) -> int:
+        """Classify lines[idx] (``hits``: the scan literals found in it, None = unknown); returns
+        the index of the last line consumed."""
         n = len(lines)
         while True:
             lineno = base + idx + 1
             line = lineprefix.clean(lines[idx])
             sig, body = lineprefix.split(line)
             if TB_START not in body:
-                self._classify(line, body, lineno, out, lines, idx)
+                self._classify(line, body, lineno, out, lines, idx, hits)
                 return idx
+            hits = None
             self._tb = TracebackTracker(lineno, sig, line, locked=body.startswith(TB_START))
             end = self._run_tb(lines, idx + 1, base, out)
             if end >= n:
                 return n - 1
             idx = end  # the line that ended the traceback is classified on its own
 
+    def _match(self, line: str, hits: list[str] | None) -> Entry | None:
+        if hits is None:
+            return self.cat.match(line)
+        best: Entry | None = None
+        routes = self.c.cat_routes
+        for h in hits:
+            for lit, entries in routes[h]:
+                if lit not in line:
+                    continue
+                for e in entries:  # highest priority first
+                    if best is not None and e.priority <= best.priority:
+                        break
+                    if e.search(line):
+                        best = e
+                        break
+        return best
+
     def _classify(self, line: str, body: str, lineno: int, out: list, lines: list[str] | None = None,
-                  idx: int = 0) -> None:
+                  idx: int = 0, hits: list[str] | None = None) -> None:
         if body.startswith(("frame #", "Exception raised from ")):
             return
-        entry = self.cat.match(line)
+        entry = self._match(line, hits)
         if entry is not None:
             self._raise(entry, lineno, [line], out)
         if "NCCL" in line:
@@ -235,7 +284,16 @@ class SourceScanner:
                 self._last_proc.feed_active_ops(lines[idx + 1], lineno + 1)
             else:
                 self._active_ops_at = lineno + 1
-        out.extend(self.milestones.match(line, lineno))
+        if hits is None:
+            out.extend(self.milestones.match(line, lineno))
+        else:
+            routes = self.c.rule_routes
+            idxs = routes[hits[0]] if len(hits) == 1 else sorted({i for h in hits for i in routes[h]})
+            if idxs:
+                got = self.milestones.match(line, lineno, idxs)
+                out.extend(got)
+                if got or self.milestones.generation != self._lits_gen:
+                    self._prune_literals()
 
     def _tracker(self, host: str, pid: int) -> RankTracker:
         key = f"{host}:{pid}"
@@ -248,6 +306,22 @@ class SourceScanner:
     @property
     def trackers(self) -> list[RankTracker]:
         return list(dict.fromkeys(self.procs.values())) or [self.nccl]
+
+    def _prune_literals(self) -> None:
+        """Stop scanning for literals that can only advance one-shot milestones already reached
+        (every served request logs "POST /v1/..."); a restart of the process brings them back."""
+        ms = self.milestones
+        self._lits_gen = ms.generation
+        rules = self.c.rules.rules
+        done = {i for i, r in enumerate(rules) if r.one_shot and r.id in ms.reached}
+        if not done:
+            self._lits = self.c.literals
+            return
+        self._lits = tuple(
+            lit for lit in self.c.literals
+            if self.c.cat_routes[lit] or not self.c.rule_routes[lit] or not set(self.c.rule_routes[lit]) <= done
+            or lit in _NCCL_LITERALS or lit == TB_START
+        )
 
     def _nccl_ready(self, t: RankTracker, lineno: int, out: list) -> None:
         st = t._current()
@@ -284,9 +358,9 @@ class SourceScanner:
 
     def _close_tb(self, out: list) -> None:
         tb, self._tb = self._tb, None
-        if tb is None or tb.exception_line is None:
+        if tb is None:
             return
-        lineno, exc = tb.exception_line
+        lineno, exc = tb.exception_line or (tb.start_line, tb.first_text)
         # every line of the exception message may name the cause ("Last error: Bootstrap : no socket
         # interface found" under an "internal error"): the most specific (priority) entry wins,
         # earlier lines on ties; one already raised from this source (its NCCL WARN line) yields
@@ -300,6 +374,8 @@ class SourceScanner:
         pool = fresh or matches
         entry: Entry | None = max(pool, key=lambda e: e.priority) if pool else None
         if entry is None:
+            if tb.exception_line is None:
+                return  # a traceback cut off before its exception: nothing to name
             entry = self.cat["unhandled_exception"]
         self._raise(entry, lineno, tb.evidence(), out, key=exc.split(":")[0][-80:])
 

@@ -133,12 +133,12 @@ class Diagnoser:
         return out
 
     def _check_images(self, ev: ContainersSnapshot) -> list[Event]:
+        # the snapshot is the node's full set: forget what no longer runs there, record what does
+        for ids in self._images.values():
+            ids.pop(ev.node, None)
         for c in ev.containers:
             if c.state == ContainerState.RUNNING and c.image_id:
                 self._images.setdefault(c.image, {})[ev.node] = c.image_id
-            elif c.image in self._images:
-                self._images[c.image].pop(ev.node, None) if not any(
-                    x.image == c.image and x.state == ContainerState.RUNNING for x in ev.containers) else None
         out: list[Finding] = []
         for image, ids in self._images.items():
             if len(set(ids.values())) > 1:

@@ -14,6 +14,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 from ..model import MILESTONE_ORDER, Milestone
 from .catalogue import CatalogueError
@@ -29,6 +30,7 @@ class Rule:
     text: str
     progress: tuple[str, ...] = ()
     detail: tuple[str, ...] = ()
+    one_shot: bool = False
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,8 @@ def parse_rules(text: str, path: str = "milestones.toml") -> Rules:
         if not prefilter:
             raise CatalogueError(f"{where}: needs a prefilter literal")
         prog = tuple(str(raw.get("progress", "")).split("/")) if raw.get("progress") else ()
-        rule = Rule(mid, rx, prefilter, str(raw.get("text", "")), prog, tuple(raw.get("detail", ())))
+        rule = Rule(mid, rx, prefilter, str(raw.get("text", "")), prog, tuple(raw.get("detail", ())),
+                    bool(raw.get("one_shot", False)))
         for name in rule.progress + rule.detail:
             if name not in rx.groupindex:
                 raise CatalogueError(f"{where}: group {name!r} is not in the pattern")
@@ -93,10 +96,23 @@ class MilestoneTracker:
         self._last: dict[str, tuple[str, float | None]] = {}
         self.reached: dict[str, Milestone] = {}
         self.progress: dict[str, float] = {}
+        self.generation = 0  # bumps when the process restarts in the same log (a new run)
 
-    def match(self, line: str, lineno: int) -> list[Milestone]:
+    def reset(self) -> None:
+        self._parts.clear()
+        self._detail.clear()
+        self._last.clear()
+        self.reached.clear()
+        self.progress.clear()
+        self.generation += 1
+
+    def match(self, line: str, lineno: int, only: Iterable[int] | None = None) -> list[Milestone]:
+        """Milestones advanced by one line; ``only``: the rule indexes worth trying (the caller's
+        prefilter already knows which)."""
         out = []
-        for idx, rule in enumerate(self.rules.rules):
+        rules = self.rules.rules
+        for idx in (range(len(rules)) if only is None else only):
+            rule = rules[idx]
             if not any(lit in line for lit in rule.prefilter):
                 continue
             m = None
@@ -104,6 +120,8 @@ class MilestoneTracker:
                 pass
             if m is None:
                 continue
+            if rule.id == "container_started" and self.reached:
+                self.reset()  # the process started again in the same log: a new run
             groups = m.groupdict()
             progress = None
             if len(rule.progress) == 2:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from ..model import SEVERITY_RANK, Finding
 from .catalogue import Catalogue
 
+GENERIC_IDS = frozenset({"unhandled_exception"})
+
 
 def causes(findings: list[Finding], catalogue: Catalogue) -> dict[int, list[int]]:
     """index of a finding -> indexes of the findings that caused it."""
@@ -60,8 +62,11 @@ def rank_findings(findings: list[Finding], catalogue: Catalogue, source_order: d
                     changed = True
         if not changed:
             break
+    # a traceback nothing in the catalogue recognises says least: after the named findings
+    generic = [1 if f.id in GENERIC_IDS else 0 for f in findings]
     idx = sorted(
         range(len(findings)),
-        key=lambda k: (eff[k], d(k), order.get(findings[k].source, 1 << 30), findings[k].line or 0, sev[k]),
+        key=lambda k: (eff[k], generic[k], d(k), order.get(findings[k].source, 1 << 30), findings[k].line or 0,
+                       sev[k]),
     )
     return [findings[k] for k in idx]

@@ -106,7 +106,13 @@ def parse_threads(text: str) -> list[ThreadGroup]:
             toks = line.split()
             wchan = toks[-1] if toks else ""
             state = toks[-2] if len(toks) >= 3 and toks[-2] in _STATES else "?"
-            comm = " ".join(toks[:-2]) if state != "?" else " ".join(toks[:-1])
+            if state != "?":
+                comm = " ".join(toks[:-2])
+            elif len(toks) >= 4 and toks[-2].rstrip(")") == toks[1]:
+                # awk's $3 of "(NCCL RAS) S ..." is the name's second word, not the state
+                comm = " ".join(toks[:-2])
+            else:
+                comm = " ".join(toks[:-1])
             row = ThreadRow(comm=comm, state=state, wchan="" if wchan == "0" else wchan)
         if cur_hdr is None:
             loose.append(row)

@@ -135,7 +135,11 @@ class TracebackTracker:
     def candidates(self) -> list[str]:
         """Lines to classify, most telling first: the final exception, its continuation lines,
         then the earlier exceptions of the chain (latest first)."""
-        return [t for _, t in self.exc] + list(reversed(self.chained))
+        cands = [t for _, t in self.exc] + list(reversed(self.chained))
+        head = self.first_text.split(TB_START)[0]
+        if head.strip(" ,:"):  # "Exception in worker ...: NCCL error: ..., Traceback (most recent call last):"
+            cands.append(head)
+        return cands
 
     def evidence(self) -> list[str]:
         ev = [self.first_text.strip()]

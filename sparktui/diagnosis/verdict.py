@@ -73,7 +73,9 @@ def _who(ranks: list[RankFacts]) -> str:
 
 
 def _desync_in_logs(ranks: list[RankFacts]) -> bool:
-    return any(r.has("watchdog_timeout") or r.has("dump_signal") or r.has("watchdog_status") for r in ranks)
+    # a collective that timed out on one rank while another never issued it; a watchdog report that
+    # follows a remote error ("remote process exited") is the consequence of a dead peer, not a desync
+    return any(r.has("watchdog_timeout") or r.has("dump_signal") for r in ranks)
 
 
 # --------------------------------------------------------------------------- R1
@@ -206,6 +208,10 @@ def rule_r2_r3(c: _Ctx) -> Verdict | None:
             c.note(r, f"threads: {len(r.threads)} ({busy} running)")
     for r in complete:
         c.note(r, "Init COMPLETE")
+        if r.pyspy:
+            c.note(r, f"py-spy: waits in {pyspy_mod.top_frame(r.pyspy[-1][1])} (its peer never connected)")
+        if r.gpu and r.gpu[-1].util is not None:
+            c.note(r, f"GPU {r.gpu[-1].index}: {r.gpu[-1].util:.0f}% util at {r.gpu[-1].power_w or 0:.0f} W")
     if transport or (complete and stuck):
         who = _who(stuck)
         return c.make("R3", True, ["nccl_init_hang"] + (["nccl_ib_error"] if any(r.has("ibv_failed") for r in stuck) else []),

@@ -79,12 +79,32 @@ def start_thread(fn: Callable[[], Any], name: str) -> "asyncio.Future[Any]":
         try:
             res: Any = fn()
         except BaseException as exc:  # handed to the awaiting side
-            loop.call_soon_threadsafe(_set, fut, None, exc)
-            return
-        loop.call_soon_threadsafe(_set, fut, res, None)
+            res, err = None, exc
+        else:
+            err = None
+        try:
+            loop.call_soon_threadsafe(_set, fut, res, err)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
 
     threading.Thread(target=body, name=name, daemon=True).start()
     return fut
+
+
+async def get_within(q: "asyncio.Queue[Any]", timeout: float) -> Any:
+    """``q.get()`` with a timeout that never swallows a cancellation (Python 3.11's wait_for can,
+    when the item and the cancel arrive together)."""
+    getter = asyncio.ensure_future(q.get())
+    try:
+        done, _ = await asyncio.wait({getter}, timeout=timeout)
+    except asyncio.CancelledError:
+        getter.cancel()
+        raise
+    if not done:
+        getter.cancel()
+        if not (getter.done() and not getter.cancelled()):
+            raise asyncio.TimeoutError
+    return getter.result()
 
 
 def _set(fut: asyncio.Future, res: Any, exc: BaseException | None) -> None:
@@ -176,7 +196,10 @@ class LogFollower:
         if big:
             self.flush()
         elif schedule and self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.call_later, COALESCE_S, self.flush)
+            try:
+                self._loop.call_soon_threadsafe(self._loop.call_later, COALESCE_S, self.flush)
+            except RuntimeError:  # loop closed while we read: nobody left to deliver to
+                pass
 
     def flush(self) -> None:
         with self._lock:  # emit under the lock: a thread flush and a timer flush keep line order

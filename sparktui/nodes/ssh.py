@@ -234,7 +234,7 @@ class SshNode:
                 raise NodeError(f"{self.name}: cannot read {path}: {res.err_text.strip()}")
             return res.stdout
         try:
-            return await asyncio.wait_for(_sftp_read(self._sftp, path), timeout)
+            return await _bounded(_sftp_read(self._sftp, path), timeout)
         except asyncssh.SFTPError as exc:
             raise NodeError(f"{self.name}: cannot read {path}: {exc.reason}") from None
         except (asyncssh.Error, OSError, asyncio.TimeoutError) as exc:
@@ -296,12 +296,34 @@ class SshNode:
                 pass
 
 
+async def _bounded(coro, timeout: float):
+    """``wait_for`` without its 3.11 pitfalls: the inner task's late exception is always retrieved
+    (no "never retrieved" noise when the connection drops mid-read) and a cancel is never lost."""
+    task = asyncio.ensure_future(coro)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+    except asyncio.CancelledError:
+        task.cancel()
+        task.add_done_callback(_retrieve)
+        raise
+    if not done:
+        task.cancel()
+        task.add_done_callback(_retrieve)
+        raise asyncio.TimeoutError
+    return task.result()
+
+
+def _retrieve(task: "asyncio.Future") -> None:
+    if not task.cancelled():
+        task.exception()
+
+
 async def _sftp_read(sftp: "asyncssh.SFTPClient", path: str) -> bytes:
     # /proc files report size 0, so read fixed chunks until EOF instead of trusting stat
     chunks = []
-    async with sftp.open(path, "rb") as fh:
+    async with sftp.open(path, "rb", block_size=0) as fh:  # 0: plain serial reads
         while True:
-            b = await fh.read(8192)  # one request at a time: bigger reads go parallel and race EOF
+            b = await fh.read(65536)
             if not b:
                 break
             chunks.append(b)

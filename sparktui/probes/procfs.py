@@ -110,6 +110,18 @@ def _alive(pid):
     return text[text.rfind(")") + 2:][:1] not in ("Z", "X", "")
 
 
+def _caught_signals(pid):
+    """Bitmask of signals the process handles (SigCgt): SIGUSR1 is safe to send only when caught."""
+    raw = _read(f"/proc/{pid}/status") or b""
+    for line in raw.decode("utf-8", "replace").splitlines():
+        if line.startswith("SigCgt:"):
+            try:
+                return int(line.split()[1], 16)
+            except (IndexError, ValueError):
+                return 0
+    return 0
+
+
 def _container(pid):
     raw = _read(f"/proc/{pid}/cgroup") or b""
     m = CONTAINER.search(raw.decode("utf-8", "replace"))
@@ -174,7 +186,7 @@ def scan(pids=None, run_dir="", sample=1.0):
         found.append({"pid": pid, "alive": True, "cmdline": cmdline[:400], "env": env, "libnccl": lib,
                       "container": container, "rank": int(rank) if rank and rank.isdigit() else None,
                       "world_size": int(world) if world and world.isdigit() else None,
-                      "log_files": _log_files(pid, env, container)})
+                      "log_files": _log_files(pid, env, container), "sigcgt": _caught_signals(pid)})
     # thread CPU over ``sample`` seconds: spinning (R, ~100 %) versus waiting (S, ~0 %)
     first = {w["pid"]: _threads(w["pid"]) for w in found if w.get("alive")}
     if first and sample > 0:

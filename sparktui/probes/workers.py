@@ -66,6 +66,15 @@ def workers_from_scan(data: dict[str, Any]) -> list[Worker]:
     return out
 
 
+SIGUSR1_BIT = 1 << (10 - 1)
+
+
+def usr1_caught(data: dict[str, Any]) -> set[int]:
+    """Pids whose SIGUSR1 has a handler (NCCL installs it at comm init when NCCL_PROXY_DUMP_SIGNAL=10).
+    Before that the default action would kill the process."""
+    return {int(w["pid"]) for w in data.get("workers", []) if int(w.get("sigcgt") or 0) & SIGUSR1_BIT}
+
+
 def threads_text(data: dict[str, Any]) -> str:
     """The scan's thread rows in the bundle's threads.txt form."""
     lines = []

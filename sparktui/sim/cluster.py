@@ -59,6 +59,11 @@ class SimCluster:
             return 0.0
         return (time.monotonic() - self._mono0) * self.speed
 
+    def pin_clock(self, t: float) -> None:
+        """Set the live clock so that ``now_t()`` reads ``t`` now (tests, replays of a moment)."""
+        self._anchor()
+        self._mono0 = time.monotonic() - t / self.speed
+
     def live_scene(self) -> tuple[Scene, float]:
         self._anchor()
         assert self._live_scene is not None and self._live_start is not None

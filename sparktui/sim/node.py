@@ -5,6 +5,9 @@ by every sim node) plus per-node entries added with ``node.register_command``.  
 ``fn(node, argv, stdin) -> CommandResult | (rc, stdout, stderr)``, sync or async.  If
 ``sparktui/sim/evidence.py`` exists its ``register(node)`` is called for every node (hang
 evidence: RAS, py-spy, /proc/PID/task), so other modules extend the sim without editing this one.
+What a handler can read: ``node.cluster.scenario``, ``node.spec`` (rank, worker pid, fabric ip,
+container), ``node.now_t()`` (simulated seconds) and ``node.snapshot()`` (memory, GPU and the
+phase: idle, ctx, weights, profile, kv, graphs, serving, spin, stall, dead).
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import importlib
 import inspect
 import json
 import logging
-import time
 from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable, Sequence, Union
 
 from ..nodes.base import CommandResult, NodeError, NotSupported
@@ -113,9 +115,25 @@ class SimNode:
         return res
 
     async def stream(self, argv: Sequence[str]) -> AsyncIterator[bytes]:
-        res = await self.run(argv)
-        for line in res.stdout.splitlines():
-            yield line
+        """Output lines of ``argv``; `docker logs -f NAME` keeps following as simulated time passes."""
+        args = [str(a) for a in argv]
+        follow = args[:2] == ["docker", "logs"] and any(a in ("-f", "--follow") for a in args)
+        if not follow:
+            res = await self.run(args)
+            for line in res.stdout.splitlines():
+                yield line
+            return
+        name = next((a for a in reversed(args[2:]) if not a.startswith("-")), "")
+        stamps = any(a in ("-t", "--timestamps") for a in args)
+        tl = self.cluster.timeline(self.name, live=True)
+        from .timeline import rfc3339_ns
+
+        while True:
+            for ev in tl.advance(self.now_t()):
+                for ln in getattr(ev, "lines", ()):
+                    if ln.source == name:
+                        yield ((rfc3339_ns(ln.ts) + " " if stamps else "") + ln.text).encode()
+            await asyncio.sleep(0.1)
 
     async def read_file(self, path: str) -> bytes:
         provider = self.files.get(path) or FILES.get(path)

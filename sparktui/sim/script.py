@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import string
+import time
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -109,9 +110,7 @@ def block_lines(name: str) -> list[str]:
 
 def vts(epoch: float) -> str:
     """vLLM's log time stamp: `MM-DD HH:MM:SS` (UTC here)."""
-    import time as _t
-
-    return _t.strftime("%m-%d %H:%M:%S", _t.gmtime(epoch))
+    return time.strftime("%m-%d %H:%M:%S", time.gmtime(epoch))
 
 
 def _mmss(sec: float) -> str:

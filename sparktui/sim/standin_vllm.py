@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """A stand-in for `vllm serve MODEL ...` for the test bed: standard library only.
 
+Install it as three files side by side: standin_vllm.py, standin_http.py, scripts/blocks.toml
+(e.g. /opt/standin/{standin_vllm.py,standin_http.py,scripts/blocks.toml}).
+
 It reads the model directory (config.json, model.safetensors.index.json), checks the model's
 `architectures` against a registry file shaped like vLLM's `vllm/model_executor/models/registry.py`
 and its `model_type` against a `transformers/models/auto/configuration_auto.py`-shaped
@@ -17,9 +20,14 @@ Environment:
   SPARKTUI_STANDIN_FREE_BYTES  free memory at start-up (default: 121.63 GiB less 8 GB)
   SPARKTUI_STANDIN_LOAD_SECONDS  time the weight load takes (default 4)
   SPARKTUI_STANDIN_REASONING_FIELDS  both | reasoning | reasoning_content (default both)
-  SPARKTUI_STANDIN_SCRIPTS     directory holding blocks.toml
+  SPARKTUI_STANDIN_SCRIPTS     directory holding blocks.toml (else scripts/ beside this file,
+                               else /opt/standin/scripts/)
+  SPARKTUI_STANDIN_STEP_SECONDS / _LOG_EVERY  pause between start-up phases (0.02) / stats line period (10)
   SPARKTUI_STANDIN_PEERS       "host:ip,..." of the other ranks (log text only)
   SPARKTUI_STANDIN_FAULT_AFTER requests served before desync / worker-death strike (default 1)
+  SPARKTUI_STANDIN_PG_WAIT_SECONDS / _PG_TIMEOUT  with --distributed-executor-backend ray: how often
+                               "Waiting for creating a placement group" repeats while `ray status`
+                               shows fewer GPUs than -tp, and when it gives up (default 10 / 1800)
   SPARKTUI_STANDIN_RPC_TIMEOUT  desync: seconds until "RPC call to sample_tokens timed out" (default: never)
 
 Run: python3 standin_vllm.py serve MODEL_PATH [--port N] [...].  Importing it has no side effects.
@@ -38,9 +46,18 @@ import sys
 import threading
 import time
 import tomllib
-import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
+
+try:  # imported as sparktui.sim.standin_vllm
+    from .standin_http import Engine, make_handler, stats_loop
+except ImportError:  # run as a script: its own directory is sys.path[0]
+    try:
+        from standin_http import Engine, make_handler, stats_loop  # type: ignore[no-redef]
+    except ModuleNotFoundError:
+        print("standin_vllm: standin_http.py is missing beside this script: install the stand-in as "
+              "standin_vllm.py + standin_http.py + scripts/blocks.toml (e.g. in /opt/standin/)", file=sys.stderr)
+        sys.exit(2)
 
 VERSION = "0.17.1rc1.dev25+g1a629ce0d"
 VLLM_TOTAL_GIB = 121.63
@@ -138,8 +155,9 @@ def load_blocks() -> dict:
         if c.is_file():
             with open(c, "rb") as fh:
                 return tomllib.load(fh)
-    raise StandinError("line templates not found: copy sparktui/sim/scripts/ next to this script "
-                       "or set SPARKTUI_STANDIN_SCRIPTS (looked in " + ", ".join(map(str, cands)) + ")")
+    raise StandinError("line templates not found: install the stand-in as standin_vllm.py + standin_http.py + "
+                       "scripts/blocks.toml (e.g. in /opt/standin/), or set SPARKTUI_STANDIN_SCRIPTS; looked in "
+                       + ", ".join(map(str, cands)))
 
 
 # ---------------------------------------------------------------------------- args
@@ -206,242 +224,6 @@ class Log:
 
 # ---------------------------------------------------------------------------- the engine
 
-class Engine:
-    """What the HTTP side needs: counters, model name, the fault that strikes while serving."""
-
-    def __init__(self, args, log: Log, fault: str) -> None:
-        self.args = args
-        self.log = log
-        self.fault = fault
-        self.name = (args.served_model_name or [args.model_tag])[0]
-        self.max_len = args.max_model_len or 32768
-        self.lock = threading.Lock()
-        self.running = 0
-        self.prompt_tokens = 0
-        self.gen_tokens = 0
-        self.success = 0
-        self.served = 0
-        self.dead = False
-        self.stuck = threading.Event()  # desync: generation never finishes
-        self.fields = os.environ.get("SPARKTUI_STANDIN_REASONING_FIELDS", "both")
-        self.fault_after = int(os.environ.get("SPARKTUI_STANDIN_FAULT_AFTER", "1"))
-        self.last_log = time.monotonic()
-
-    def answer(self, messages: list, max_tokens: int | None, thinking: bool) -> tuple[str | None, str | None, str, int]:
-        """(reasoning, content, finish_reason, prompt_tokens): deterministic from the prompt."""
-        last = ""
-        for m in messages:
-            if isinstance(m, dict) and m.get("role") == "user":
-                c = m.get("content")
-                last = c if isinstance(c, str) else " ".join(
-                    p.get("text", "") for p in c or [] if isinstance(p, dict))
-        prompt_tokens = sum(len(str(m.get("content", "")).split()) + 4 for m in messages if isinstance(m, dict))
-        words = last.split()
-        reasoning = (f"The user wrote {len(words)} words starting with '{' '.join(words[:4])}'. "
-                     "I should answer briefly and directly.") if thinking else None
-        content = "Stand-in reply: " + (" ".join(words[:12]) if words else "(empty prompt)") + "."
-        r_toks = reasoning.split() if reasoning else []
-        c_toks = content.split()
-        if max_tokens is not None and max_tokens < len(r_toks) + len(c_toks):
-            if max_tokens <= len(r_toks):  # thinking ate the budget: content null, finish "length"
-                return " ".join(r_toks[:max_tokens]) if reasoning else None, None, "length", prompt_tokens
-            return reasoning, " ".join(c_toks[:max_tokens - len(r_toks)]), "length", prompt_tokens
-        return reasoning, content, "stop", prompt_tokens
-
-    def count(self, prompt: int, gen: int, finish: str) -> None:
-        with self.lock:
-            self.prompt_tokens += prompt
-            self.gen_tokens += gen
-            self.success += 1
-
-    def metrics_text(self) -> str:
-        lab = f'engine="0",model_name="{self.name}"'
-        rows = [
-            ("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", self.running),
-            ("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", 0),
-            ("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", 0.01 * self.running),
-            ("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", self.prompt_tokens),
-            ("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", self.gen_tokens),
-        ]
-        out = []
-        for name, kind, help_, val in rows:
-            out += [f"# HELP {name} {help_}", f"# TYPE {name} {kind}", f"{name}{{{lab}}} {float(val)}"]
-        out += ["# HELP vllm:request_success_total Count of successfully processed requests.",
-                "# TYPE vllm:request_success_total counter",
-                f'vllm:request_success_total{{engine="0",finished_reason="stop",model_name="{self.name}"}} '
-                f"{float(self.success)}"]
-        return "\n".join(out) + "\n"
-
-
-def _chunk(handler: BaseHTTPRequestHandler, data: bytes) -> None:
-    handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-    handler.wfile.flush()
-
-
-def make_handler(engine: Engine):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "uvicorn"
-        sys_version = ""
-
-        def log_message(self, fmt, *a) -> None:  # uvicorn's access log shape
-            pass
-
-        def _access(self, code: int) -> None:
-            from http import HTTPStatus
-            phrase = HTTPStatus(code).phrase
-            engine.log.line(f'(APIServer pid={os.getpid()}) INFO:     {self.client_address[0]}:{self.client_address[1]} - '
-                            f'"{self.command} {self.path} HTTP/1.1" {code} {phrase}')
-
-        def _json(self, code: int, obj) -> None:
-            body = json.dumps(obj).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-            self._access(code)
-
-        def _error(self, code: int, typ: str, msg: str) -> None:
-            self._json(code, {"error": {"message": msg, "type": typ, "param": None, "code": code}})
-
-        def _authorized(self) -> bool:
-            key = engine.args.api_key
-            if key and self.headers.get("Authorization") != f"Bearer {key}":
-                self._json(401, {"error": "Unauthorized"})
-                return False
-            return True
-
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/health":
-                code = 503 if engine.dead else 200
-                self.send_response(code)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return self._access(code)
-            if path == "/metrics":
-                body = engine.metrics_text().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-                return self._access(200)
-            if path == "/version":
-                return self._json(200, {"version": engine.log.vars.get("vllm_version", VERSION)})
-            if path == "/v1/models":
-                if not self._authorized():
-                    return
-                return self._json(200, {"object": "list", "data": [{
-                    "id": engine.name, "object": "model", "created": int(time.time()), "owned_by": "vllm",
-                    "root": engine.args.model_tag, "parent": None, "max_model_len": engine.max_len}]})
-            self._json(404, {"detail": "Not Found"})
-
-        def do_POST(self) -> None:
-            path = self.path.split("?", 1)[0]
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            if path != "/v1/chat/completions":
-                return self._json(404, {"detail": "Not Found"})
-            if not self._authorized():
-                return
-            try:
-                req = json.loads(raw or b"{}")
-                if not isinstance(req, dict) or not isinstance(req.get("messages"), list):
-                    raise ValueError("messages must be a list")
-            except ValueError as exc:
-                return self._error(400, "BadRequestError", f"invalid request: {exc}")
-            if req.get("model") not in (engine.name, None):
-                return self._error(404, "NotFoundError", f"The model `{req.get('model')}` does not exist.")
-            if engine.dead:
-                return self._error(500, "InternalServerError", "EngineCore encountered an issue.")
-            kw = req.get("chat_template_kwargs") or {}
-            thinking = bool(kw.get("enable_thinking", True)) and engine.args.reasoning_parser is not None
-            max_tokens = req.get("max_tokens") or req.get("max_completion_tokens")
-            reasoning, content, finish, ptoks = engine.answer(req["messages"], max_tokens, thinking)
-            with engine.lock:
-                engine.running += 1
-                engine.served += 1
-                strike = engine.served >= engine.fault_after
-            try:
-                if strike and engine.fault == "desync":
-                    # a collective that never completes: the request never returns; with a timeout
-                    # set, vLLM's RPC timeout fires and the engine dies
-                    limit = os.environ.get("SPARKTUI_STANDIN_RPC_TIMEOUT")
-                    if not engine.stuck.wait(float(limit) if limit else None):
-                        engine.dead = True
-                        engine.log.block("rpc_timeout", "standin")
-                        os._exit(1)
-                if strike and engine.fault == "worker-death":
-                    engine.dead = True
-                    self._error(500, "InternalServerError", "EngineCore encountered an issue.")
-                    threading.Thread(target=_die, args=(engine,), daemon=True).start()  # after the answer
-                    return None
-                rid = "chatcmpl-" + uuid.uuid4().hex
-                if req.get("stream"):
-                    return self._stream(rid, reasoning, content, finish, ptoks, req)
-                msg = {"role": "assistant", "content": content, "tool_calls": []}
-                if engine.fields in ("both", "reasoning"):
-                    msg["reasoning"] = reasoning
-                if engine.fields in ("both", "reasoning_content"):
-                    msg["reasoning_content"] = reasoning
-                gen = len((reasoning or "").split()) + len((content or "").split())
-                engine.count(ptoks, gen, finish)
-                self._json(200, {
-                    "id": rid, "object": "chat.completion", "created": int(time.time()), "model": engine.name,
-                    "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": finish,
-                                 "stop_reason": None}],
-                    "usage": {"prompt_tokens": ptoks, "total_tokens": ptoks + gen, "completion_tokens": gen}})
-            finally:
-                with engine.lock:
-                    engine.running -= 1
-
-        def _stream(self, rid, reasoning, content, finish, ptoks, req) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            created = int(time.time())
-
-            def send(delta: dict, fin=None, usage=None) -> None:
-                obj = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": engine.name,
-                       "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": fin}]}
-                if usage is not None:
-                    obj["choices"], obj["usage"] = [], usage
-                _chunk(self, b"data: " + json.dumps(obj).encode() + b"\n\n")
-
-            send({"role": "assistant", "content": ""})
-            gen = 0
-            for i, tok in enumerate((reasoning or "").split()):
-                piece = tok if i == 0 else " " + tok
-                delta = {}
-                if engine.fields in ("both", "reasoning"):
-                    delta["reasoning"] = piece
-                if engine.fields in ("both", "reasoning_content"):
-                    delta["reasoning_content"] = piece
-                send(delta)
-                gen += 1
-            for i, tok in enumerate((content or "").split()):
-                send({"content": tok if i == 0 else " " + tok})
-                gen += 1
-            send({}, fin=finish)
-            if (req.get("stream_options") or {}).get("include_usage"):
-                send({}, usage={"prompt_tokens": ptoks, "total_tokens": ptoks + gen, "completion_tokens": gen})
-            _chunk(self, b"data: [DONE]\n\n")
-            _chunk(self, b"")
-            engine.count(ptoks, gen, finish)
-            self._access(200)
-
-    return Handler
-
-
-def _die(engine: Engine) -> None:
-    engine.log.block("worker_death", "standin")
-    os._exit(1)
-
-
-# ---------------------------------------------------------------------------- start-up
 
 def _pause(base: float) -> None:
     if base > 0:
@@ -476,8 +258,11 @@ def startup(args, log: Log, fault: str, model_dir: Path) -> int | None:
     _pause(step)
     log.block("arch_resolved")
     log.block("engine_init")
-    if tp > 1:
+    if args.distributed_executor_backend == "ray" and tp > 1:
         log.block("engine_ray")
+        rc = ray_placement(log, tp)
+        if rc is not None:
+            return rc
     util = args.gpu_memory_utilization
     want = util * VLLM_TOTAL_GIB
     free = float(os.environ.get("SPARKTUI_STANDIN_FREE_BYTES", (VLLM_TOTAL_GIB * GIB - 8e9))) / GIB
@@ -487,14 +272,14 @@ def startup(args, log: Log, fault: str, model_dir: Path) -> int | None:
         return 1
     ranks = _ranks(tp)
     for rank, (host, ip, pid) in enumerate(ranks):
-        pre = f"(RayWorkerWrapper pid={pid}, ip={ip}) " if tp > 1 else f"(EngineCore_DP0 pid={pid}) "
+        pre = _prefix(args, rank, ip, pid)
         log.block("rank_dist_init", prefix=pre, rank=rank, nranks=tp)
     if tp > 1 and os.environ.get("NCCL_DEBUG", "").upper() in ("INFO", "TRACE"):
         hang = fault == "nccl-hang"
         for rank, (host, ip, pid) in enumerate(ranks):
             v = dict(host=host, ip=ip, pid=pid, tid=pid + 100, rank=rank, nranks=tp, next=(rank + 1) % tp,
                      prev=(rank - 1) % tp, ring=" ".join(map(str, range(tp))), comm=f"0x{abs(hash((pid, rank))) % 16**8:x}")
-            pre = f"(RayWorkerWrapper pid={pid}, ip={ip}) "
+            pre = _prefix(args, rank, ip, pid)
             log.block("nccl_init_a", prefix=pre, **v)
             if not (hang and rank == tp - 1):
                 log.block("nccl_init_b", prefix=pre, **v)
@@ -508,10 +293,10 @@ def startup(args, log: Log, fault: str, model_dir: Path) -> int | None:
         oom_at = max(0.0, min(0.97, budget / per_rank))
     elif fault == "oom":
         oom_at = 0.95
-    pre0 = f"(RayWorkerWrapper pid={ranks[0][2]}, ip={ranks[0][1]}) " if tp > 1 else f"(EngineCore_DP0 pid={os.getpid()}) "
+    pre0 = _prefix(args, 0, ranks[0][1], ranks[0][2])
     if tp > 1:
         for rank, (host, ip, pid) in enumerate(ranks):
-            log.block("custom_ar_off", prefix=f"(RayWorkerWrapper pid={pid}, ip={ip}) ")
+            log.block("custom_ar_off", prefix=_prefix(args, rank, ip, pid))
     log.block("rank_after_nccl", prefix=pre0, rank=0, nranks=tp)
     n = 40
     prog = log.blocks["progress"]["shards"]["template"]
@@ -534,6 +319,55 @@ def startup(args, log: Log, fault: str, model_dir: Path) -> int | None:
     log.block("rank_graphs_done", prefix=pre0, graphs_s="1")
     log.block("engine_ready", init_s="1.20")
     return None
+
+
+def ray_gpus() -> float | None:
+    """GPUs the running Ray cluster offers (`ray status`), None when no Ray answers."""
+    import re
+    import shutil
+    import subprocess
+
+    if shutil.which("ray") is None:
+        return None
+    try:
+        res = subprocess.run(["ray", "status"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"^\s*[\d.]+/([\d.]+) GPU\b", res.stdout, re.M)
+    if res.returncode != 0:
+        return None
+    return float(m.group(1)) if m else 0.0
+
+
+def ray_placement(log: Log, tp: int) -> int | None:
+    """With `--distributed-executor-backend ray`: the real Ray must offer `tp` GPUs, as vLLM needs."""
+    gpus = ray_gpus()
+    if gpus is None:
+        log.block("ray_not_running", "standin")
+        return 1
+    if gpus >= tp:
+        return None
+    specs = repr([{"node:" + log.vars["head_ip"]: 0.001, "GPU": 1.0}] + [{"GPU": 1.0}] * (tp - 1))
+    every = float(os.environ.get("SPARKTUI_STANDIN_PG_WAIT_SECONDS", "10"))
+    limit = float(os.environ.get("SPARKTUI_STANDIN_PG_TIMEOUT", "1800"))
+    waited = 0.0
+    while waited < limit:
+        time.sleep(min(every, limit - waited))
+        waited += min(every, limit - waited)
+        if (ray_gpus() or 0.0) >= tp:
+            return None
+        log.block("pg_waiting", "standin", waited=f"{int(waited)}", specs=specs)
+    log.block("pg_timeout", "standin", specs=specs, timeout=f"{int(limit)}")
+    return 1
+
+
+def _prefix(args, rank: int, ip: str, pid: int) -> str:
+    """Whose output a worker line is: a Ray actor, a multiprocessing worker, or the engine itself."""
+    if args.tensor_parallel_size == 1:
+        return f"(EngineCore_DP0 pid={os.getpid()}) "
+    if args.distributed_executor_backend == "ray":
+        return f"(RayWorkerWrapper pid={pid}, ip={ip}) "
+    return f"(Worker_TP{rank} pid={pid}) "
 
 
 def _ranks(tp: int) -> list[tuple[str, str, int]]:
@@ -595,27 +429,12 @@ def serve(argv: list[str] | None = None, out=None) -> int:
         httpd.server_close()
         return rc
     httpd.daemon_threads = True
-    threading.Thread(target=_stats_loop, args=(engine,), daemon=True).start()
+    threading.Thread(target=stats_loop, args=(engine,), daemon=True).start()
     try:
         httpd.serve_forever(poll_interval=0.2)
     finally:
         httpd.server_close()
     return 0
-
-
-def _stats_loop(engine: Engine) -> None:
-    every = float(os.environ.get("SPARKTUI_STANDIN_LOG_EVERY", "10"))
-    tmpl = engine.log.blocks["blocks"]["serve_metrics"].strip("\n")
-    last_p = last_g = 0
-    while True:
-        time.sleep(every)
-        p, g = engine.prompt_tokens, engine.gen_tokens
-        if p == last_p and g == last_g and not engine.running:
-            continue
-        engine.log.line(engine.log.render(
-            tmpl, prompt_tps=f"{(p - last_p) / every:.1f}", gen_tps=f"{(g - last_g) / every:.1f}",
-            running=engine.running, kv_usage=f"{engine.running * 1.0:.1f}", prefix_hit="0.0"))
-        last_p, last_g = p, g
 
 
 def main(argv: list[str] | None = None) -> int:

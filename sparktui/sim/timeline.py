@@ -7,6 +7,7 @@ demo shows and the events a snapshot test gets are the same sequence.
 from __future__ import annotations
 
 import hashlib
+import string
 import time
 from ..model import (
     ContainerChanged,
@@ -26,6 +27,7 @@ from . import physics
 from .script import Scene, ScriptLine, SimNodeSpec, block_lines, vts
 
 QUANTUM = 0.25  # simulated seconds per step
+# sampling periods in wall seconds (like the real collectors); scaled by speed into simulated time
 SAMPLE_EVERY = 1.0  # memory + GPU
 CONTAINERS_EVERY = 5.0
 LINKS_EVERY = 10.0
@@ -168,18 +170,15 @@ class NodeTimeline:
                 break
             self._serve_k += 1
             r = physics._rng(self.spec.name, t, "serve")
+            vals = {"apipid": 1, "vts": vts(self.scene.epoch(t)), "client_port": 40000 + r.randrange(20000)}
             if k % per == 0:
                 ld = physics.serving_load(self.spec.name, t)
-                running = max(1, round(ld * 4))
-                tmpl = block_lines("serve_metrics")[0]
-                text = (tmpl.replace("$vts", vts(self.scene.epoch(t)))
-                        .replace("$prompt_tps", f"{ld * 1850 * r.uniform(0.8, 1.2):.1f}")
-                        .replace("$gen_tps", f"{ld * 62 * r.uniform(0.9, 1.1):.1f}")
-                        .replace("$running", str(running))
-                        .replace("$kv_usage", f"{ld * 9.5:.1f}")
-                        .replace("$prefix_hit", f"{30 + 40 * r.random():.1f}"))
+                vals.update(prompt_tps=f"{ld * 1850 * r.uniform(0.8, 1.2):.1f}",
+                            gen_tps=f"{ld * 62 * r.uniform(0.9, 1.1):.1f}", running=max(1, round(ld * 4)),
+                            kv_usage=f"{ld * 9.5:.1f}", prefix_hit=f"{30 + 40 * r.random():.1f}")
+                text = string.Template(block_lines("serve_metrics")[0]).substitute(vals)
             else:
-                text = block_lines("serve_access")[0].replace("$client_port", str(40000 + r.randrange(20000)))
+                text = string.Template(block_lines("serve_access")[0]).substitute(vals)
             out.append(ScriptLine(t, self.spec.container, text))
         return out
 
@@ -198,15 +197,15 @@ class NodeTimeline:
             items.append((0.0, 2, LinkSample(node=name, links=self.links(), ts=st)))
             # docker's `start` event of the cluster container
             items.append((0.0, 2, ContainerChanged(node=name, container=self.containers(0.0)[0], ts=st)))
-        for k in _multiples(t0, t1, CONTAINERS_EVERY, skip_zero=True):
+        for k in _multiples(t0, t1, CONTAINERS_EVERY * self.speed, skip_zero=True):
             items.append((k, 1, ContainersSnapshot(node=name, containers=self.containers(k), ts=ep(k))))
-        for k in _multiples(t0, t1, LINKS_EVERY, skip_zero=True):
+        for k in _multiples(t0, t1, LINKS_EVERY * self.speed, skip_zero=True):
             items.append((k, 2, LinkSample(node=name, links=self.links(), ts=ep(k))))
         if self._exit is not None and t0 < self._exit[0] <= t1:
             ex = self._exit[0]
             main = self.containers(ex)[0]
             items.append((ex, 1, ContainerChanged(node=name, container=main, ts=ep(ex))))
-        for k in _multiples(t0, t1, SAMPLE_EVERY):
+        for k in _multiples(t0, t1, SAMPLE_EVERY * self.speed):
             snap = self.snapshot(k)
             items.append((k, 3, MemorySample(node=name, memory=snap.memory, ts=ep(k))))
             items.append((k, 4, GpuSample(node=name, gpus=(snap.gpu,), ts=ep(k))))
@@ -239,10 +238,10 @@ class NodeTimeline:
 def _multiples(t0: float, t1: float, step: float, skip_zero: bool = False) -> list[float]:
     import math
 
-    k = math.floor(t0 / step) + 1 if t0 >= 0 else 0
+    k = math.floor(t0 / step + 1e-9) + 1 if t0 >= 0 else 0
     out = []
     while k * step <= t1 + 1e-9:
         if not (skip_zero and k == 0):
-            out.append(k * step)
+            out.append(round(k * step, 6))
         k += 1
     return out

@@ -65,6 +65,8 @@ class SparkApp(App[int]):
         self._refresh_pending = False
         self._last_refresh = 0.0
         self.refreshes = 0
+        self._host_keys_asked: set[tuple[str, str]] = set()
+        self._asking_host_key = False
 
     # ------------------------------------------------------------------ lifecycle
     async def on_mount(self) -> None:
@@ -128,9 +130,46 @@ class SparkApp(App[int]):
             return
         screen.refresh_state()
         self.refreshes += 1
+        self._check_host_keys()
         if self.exit_after_first_paint and self.first_paint_at is None and self._populated():
             self.first_paint_at = -1.0
             self.call_after_refresh(self._first_paint_done)
+
+    # ------------------------------------------------------------------ host keys
+    def _node_handles(self) -> "Mapping[str, Node]":
+        if self._action_nodes is None:
+            self._action_nodes = self._nodes_factory() if self._nodes_factory else {}
+        return self._action_nodes
+
+    def _check_host_keys(self) -> None:
+        """An unreachable ssh node whose key nobody vouched for: show the fingerprint and ask."""
+        if self._nodes_factory is None or self._asking_host_key:
+            return
+        for name, ns in self.engine.state.nodes.items():
+            if ns.reachable is not False or ns.backend != "ssh":
+                continue
+            node = self._node_handles().get(name)
+            key = getattr(node, "offered_key", None)
+            if key is None or (name, key.fingerprint) in self._host_keys_asked:
+                continue
+            self._host_keys_asked.add((name, key.fingerprint))
+            self._asking_host_key = True
+            from ..nodes import hostkeys
+            from .hostkey import HostKeyModal
+
+            modal = HostKeyModal(name, key.host, key.fingerprint, key.changed, hostkeys.hint(key))
+            self.push_screen(modal, lambda yes, node=node, fp=key.fingerprint: self._host_key_answer(node, fp, yes))
+            return
+
+    def _host_key_answer(self, node: "Node", fingerprint: str, yes: bool | None) -> None:
+        self._asking_host_key = False
+        if yes:
+            self.run_worker(lambda: node.trust_offered_key(fingerprint), thread=True,  # type: ignore[attr-defined]
+                            exit_on_error=False, group="hostkey", description="trust host key")
+            self.notify(f"{node.name}: key {fingerprint} trusted; reconnecting at the next retry")
+        else:
+            self.notify(f"{node.name}: host key refused; the node stays unreachable", severity="warning")
+        self._check_host_keys()
 
     def _tick(self) -> None:
         # ages and "retry in" move with the clock even when no event arrives
@@ -169,6 +208,7 @@ class SparkApp(App[int]):
             return
         screen.action_select_node(index)
         screen.active_pane.log_view.set_source(source)
+        screen.active_pane.sync_cursor()
 
     def action_allowed(self, name: str) -> bool:
         entry = registry.entry(name)
@@ -189,9 +229,7 @@ class SparkApp(App[int]):
     def make_action_context(self, *, emit: "EmitFn", confirm: "ConfirmFn") -> "ActionContext":
         from ..actions.base import ActionContext
 
-        if self._action_nodes is None:
-            self._action_nodes = self._nodes_factory() if self._nodes_factory else {}
-        return ActionContext(self.engine.config, self._action_nodes, emit=emit, confirm=confirm, read_only=self.read_only)
+        return ActionContext(self.engine.config, self._node_handles(), emit=emit, confirm=confirm, read_only=self.read_only)
 
 
 def exit_after_first_paint_requested() -> bool:

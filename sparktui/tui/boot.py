@@ -45,7 +45,7 @@ def run_app(engine: "Engine", args: Any, *, nodes: "Callable[[], Mapping[str, No
     app = SparkApp(engine, nodes=nodes, read_only=bool(getattr(args, "read_only", False)),
                    theme=getattr(args, "theme", None), subtitle=subtitle, exit_after_first_paint=first_paint)
     result = app.run(mouse=not getattr(args, "no_mouse", False))
-    if first_paint and app.first_paint_at:
+    if first_paint and app.first_paint_at and app.first_paint_at > 0:
         print(f"sparktui-first-paint={app.first_paint_at:.6f}", file=sys.stderr, flush=True)
     if engine.session is not None:
         print(f"sparktui: session recorded in {engine.session.path}", file=sys.stderr)

@@ -158,7 +158,7 @@ async def test_gb10_nvidia_smi_is_handled(bed, tmp_path, e2e):
         await engine.start()
         try:
             # two samples: the one-shot probe and one from the long-lived `-l` loop
-            await watch.until(lambda b, s: sum(isinstance(e, GpuSample) and e.node == "spark1" and e.gpus
+            await watch.until(lambda b, s: sum(bool(isinstance(e, GpuSample) and e.node == "spark1" and e.gpus)
                                                for e in watch.events) >= 2, 10, "GB10 GPU samples")
             await watch.until(lambda b, s: s.nodes["spark1"].memory is not None, 5, "memory sample")
             st = engine.state.nodes["spark1"]

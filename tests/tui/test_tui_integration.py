@@ -110,3 +110,49 @@ def test_demo_rejects_a_bad_speed():
     r = subprocess.run([sys.executable, "-m", "sparktui", "demo", "--speed", "0"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "speed" in r.stderr and "Traceback" not in r.stderr
+
+
+class _KeyedNode:
+    """Stands in for an SshNode whose handshake met an unknown key (the real one needs sshd)."""
+
+    backend = "ssh"
+
+    def __init__(self, name: str, key) -> None:
+        self.name = name
+        self.offered_key = key
+        self.trusted: list[str] = []
+
+    def trust_offered_key(self, fingerprint: str) -> None:
+        self.trusted.append(fingerprint)
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_unknown_host_key_is_shown_and_needs_an_explicit_yes():
+    from sparktui.model import NodeReachability
+    from sparktui.nodes.hostkeys import OfferedKey
+    from sparktui.tui.hostkey import HostKeyModal
+
+    key = OfferedKey(host="127.0.0.3", addr="127.0.0.3", port=22, fingerprint="SHA256:abc123", key_type="ssh-ed25519",
+                     public_line="ssh-ed25519 AAAA", changed=False, known_hosts="/tmp/kh")
+    node = _KeyedNode("spark2", key)
+    app = build_app(t=5)
+    app._nodes_factory = lambda: {"spark2": node}
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.engine.process([NodeReachability("spark2", False, error="host key unknown", retry_in=10, backend="ssh")])
+        app.refresh_now()
+        await wait_for(pilot, lambda: isinstance(app.screen, HostKeyModal), "host key prompt")
+        await wait_for(pilot, lambda: "SHA256:abc123" in screen_text(app), "fingerprint shown")
+        await pilot.press("enter")  # the focus is on Refuse
+        await wait_for(pilot, lambda: not isinstance(app.screen, HostKeyModal), "refused")
+        assert node.trusted == []
+        app.refresh_now()  # the same key is not asked twice
+        await pilot.pause()
+        assert not isinstance(app.screen, HostKeyModal)
+        app._host_keys_asked.clear()
+        app.refresh_now()
+        await wait_for(pilot, lambda: isinstance(app.screen, HostKeyModal), "asked again")
+        await pilot.press("y")
+        await app.workers.wait_for_complete()
+        await wait_for(pilot, lambda: node.trusted == ["SHA256:abc123"], "trusted")

@@ -134,6 +134,11 @@ async def test_container_switch_by_key_and_by_table(make_app):
         table.focus()
         names = [str(k.value) for k in table.rows]
         table.move_cursor(row=names.index("open-webui"))
+        later = app.clock() + 5
+        app.clock = lambda: later  # ages change: the table refills, the cursor stays put
+        app.refresh_now()
+        await pilot.pause()
+        assert table.cursor_row == names.index("open-webui")
         await pilot.press("enter")
         await wait_for(pilot, lambda: pane.log_view.source == "open-webui", "source from table")
 
@@ -153,3 +158,19 @@ async def test_markup_and_ansi_in_log_text_and_names_show_literally(make_app):
         assert "\x1b" not in text
         assert "[blink]evil[/blink]" in text
         assert "img:[b]x[/b]" in text
+
+
+async def test_save_writes_the_filtered_view_to_a_file(make_app, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARKTUI_STATE_DIR", str(tmp_path))
+    app = make_app(t=120)
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.refresh_now()
+        lines = _lines(app)
+        lines.set_filter("Capturing CUDA")
+        await wait_for(pilot, lambda: not lines.scanning, "filter")
+        await pilot.press("s")
+        await app.workers.wait_for_complete()
+        files = list((tmp_path / "exports").glob("spark1-vllm_qwen35-*.log"))
+        assert len(files) == 1
+        saved = files[0].read_text().splitlines()
+        assert saved == _visible_rows(lines) and saved

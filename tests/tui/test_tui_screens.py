@@ -234,3 +234,18 @@ async def test_retry_countdown_moves_with_the_clock(make_app):
         app.refresh_now()
         await pilot.pause()
         assert "retry in 5s" in screen_text(app)
+
+
+async def test_engine_batches_coalesce_into_one_refresh(make_app):
+    from sparktui.model import LogBatch, LogLine
+
+    app = make_app(t=5)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        before = app.refreshes
+        for i in range(50):  # fifty batches before the app gets a turn
+            app.engine.process([LogBatch("spark1", "vllm_qwen35", (LogLine("spark1", "vllm_qwen35", f"burst {i}"),))])
+        await wait_for(pilot, lambda: app.refreshes > before, "a refresh")
+        await pilot.pause()
+        assert app.refreshes - before == 1
+        assert "burst 49" in screen_text(app)

@@ -99,14 +99,13 @@ def test_demo_scenarios_are_caught_by_the_catalogue(scenario, expected):
 
 def _excerpts():
     for p in sorted(LOGS.glob("*.log")):
-        text = p.read_text(encoding="utf-8")
-        head = [ln for ln in text.split("\n") if ln.startswith("# ")]
-        src = next(ln for ln in head if ln.startswith("# source: https://"))
+        head = [ln for ln in p.read_text(encoding="utf-8").split("\n") if ln.startswith("# ")]
+        assert any(ln.startswith("# source: https://") for ln in head), p  # evidence names its source
         expect = next(ln for ln in head if ln.startswith("# expect:")).split(":", 1)[1]
-        yield pytest.param(p, [x.strip() for x in expect.split(",") if x.strip()], id=p.stem), src
+        yield pytest.param(p, [x.strip() for x in expect.split(",") if x.strip()], id=p.stem)
 
 
-@pytest.mark.parametrize("path, expect", [x[0].values for x in _excerpts()])
+@pytest.mark.parametrize("path, expect", list(_excerpts()))
 def test_real_public_excerpts(path, expect):
     lines = [ln for ln in path.read_text(encoding="utf-8").split("\n") if not ln.startswith("# ")]
     dg = Diagnoser()
@@ -148,3 +147,34 @@ def test_sim_nccl_hang_names_the_rank_stuck_in_init():
     behind = dg.summary()["behind"]
     assert behind and {b["rank"] for b in behind} == {1}
     assert "never completed" in behind[0]["reason"]
+
+
+def test_diagnoser_as_engine_processor_feeds_state():
+    from sparktui.config import demo_config
+    from sparktui.engine import Engine
+    from sparktui.sim.cluster import SimCluster
+
+    cfg = demo_config()
+    eng = Engine(cfg, processors=[Diagnoser()])
+    eng.process(SimCluster(cfg, "oom").events_until(600))
+    ids = [f.id for f in eng.state.findings]
+    assert "cuda_oom" in ids
+    node = eng.state.nodes["spark1"]
+    assert "weights_loading" in node.milestones and node.milestones["weights_loading"].progress > 0.5
+
+
+def test_nodes_running_different_image_ids_raise_image_mismatch():
+    from sparktui.model import ContainersSnapshot, ContainerState
+
+    def snap(node, image_id):
+        c = ContainerInfo(id=node * 8, name="vllm_qwen35", image="vllm-node-qwen35", image_id=image_id,
+                          state=ContainerState.RUNNING)
+        return ContainersSnapshot(node, (c,))
+
+    dg = Diagnoser()
+    assert dg.feed(snap("spark1", "sha256:" + "a" * 64)) == []
+    assert dg.feed(snap("spark2", "sha256:" + "a" * 64)) == []
+    evs = dg.feed(snap("spark2", "sha256:" + "b" * 64))
+    assert [e.finding.id for e in evs] == ["image_mismatch"]
+    assert any("spark1" in e for e in evs[0].finding.evidence) and any("spark2" in e for e in evs[0].finding.evidence)
+    assert dg.feed(snap("spark2", "sha256:" + "b" * 64)) == []  # reported once

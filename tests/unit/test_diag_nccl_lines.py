@@ -104,3 +104,24 @@ def test_bootstrap_on_different_subnets_is_flagged():
     f = [f for f in dg.findings if f.id == "wrong_network_interface"]
     assert len(f) == 1 and "different subnets" in f[0].title
     assert any("10.1.2.3" in e for e in f[0].evidence) and any("192.168.100.11" in e for e in f[0].evidence)
+
+
+def test_coll_opcount_flood_names_the_lower_rank():
+    from sparktui.diagnosis import Diagnoser
+
+    def rank_log(rank, pid, comm, last_op):
+        lines = [f"h{rank}:{pid}:{pid} [{rank}] NCCL INFO ncclCommInitRank comm {comm} rank {rank} nranks 2 cudaDev "
+                 f"{rank} nvmlDev {rank} busId 1000 commId 0xabc - Init COMPLETE"]
+        lines += [f"h{rank}:{pid}:{pid} [{rank}] NCCL INFO AllReduce: opCount {op:x} sendbuff 0x7f0 recvbuff 0x7f0 "
+                  f"count 1048576 datatype 7 op 0 root 0 comm {comm} [nranks=2] stream 0x5" for op in range(last_op + 1)]
+        return lines
+
+    dg = Diagnoser()
+    dg.feed_lines("r0.log", rank_log(0, 100, "0x11", 5000))
+    dg.feed_lines("r1.log", rank_log(1, 200, "0x22", 4999))
+    dg.finish()
+    behind = dg.summary()["behind"]
+    assert [(b["rank"], b["source"]) for b in behind] == [(1, "r1.log")]
+    assert "0x1387" in behind[0]["reason"] and "0x1388" in behind[0]["reason"]
+    ranks = {r["rank"]: r["comms"][0]["max_op_count"] for r in dg.summary()["nccl"]}
+    assert ranks == {0: 5000, 1: 4999}

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from sparktui.cli import SCENARIOS
-from sparktui.config import ClusterConfig, Config, NodeConfig, demo_config
+from sparktui.config import Config, NodeConfig, demo_config
 from sparktui.model import (ContainerChanged, ContainersSnapshot, ContainerState, GpuSample, LogBatch,
                             MemorySample, NodeReachability)
 from sparktui.nodes.base import Node, NotSupported
@@ -221,10 +221,8 @@ def test_unknown_scenario_is_a_clear_error():
 
 def _at(sim: SimCluster, t: float):
     """Pin the live clock of ``sim`` at simulated time t."""
-    import time as _t
-
-    sim._anchor()
-    sim._mono0 = _t.monotonic() - t / sim.speed
+    sim.pin_clock(t)
+    assert abs(sim.now_t() - t) < 0.5
 
 
 async def test_simnode_nvidia_smi_gb10_formats():
@@ -398,3 +396,27 @@ async def test_evidence_module_is_loaded_when_present(monkeypatch):
     assert seen == ["spark2"]
     res = await node.run(["py-spy", "dump", "--pid", "1"])
     assert res.ok and res.text == "dump spark2\n"
+
+
+async def test_simnode_stream_follows_docker_logs():
+    sim = SimCluster(demo_config(), speed=50.0)
+    node = sim.node("spark1")
+    sim._anchor()
+    got = []
+
+    async def follow():
+        async for line in node.stream(["docker", "logs", "-f", "--timestamps", "vllm_qwen35"]):
+            got.append(line.decode())
+            if "Application startup complete." in got[-1]:
+                return
+
+    await asyncio.wait_for(follow(), timeout=10)
+    assert re.match(r"^\d{4}-\d\d-\d\dT[\d:.]+Z ", got[0]) and "Resolved architecture" in "".join(got)
+    assert len(got) == len(set(got))
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_placeholder_is_filled(scenario):
+    ev = SimCluster(three_node_config() if scenario == "healthy" else demo_config(), scenario).events_until(100)
+    texts = [ln.text for e in ev if isinstance(e, LogBatch) for ln in e.lines]
+    assert texts and not [t for t in texts if re.search(r"\$\{?\w", t)]

@@ -135,6 +135,8 @@ class Proc:
         while True:
             ln = self.q.get(timeout=5)
             if ln is None:
+                unfilled = [x for x in self.lines if re.search(r"\$\{?[A-Za-z_]", x)]
+                assert not unfilled, unfilled[:3]
                 return rc
             self.lines.append(ln)
 
@@ -167,10 +169,10 @@ def test_registry_and_configmap_readers(bed):
     assert cm["qwen3_5_moe"] == "Qwen3_5MoeConfig" and cm["llama"] == "LlamaConfig"
 
 
-async def test_healthy_start_order_and_openai_api(bed):
+async def test_healthy_start_order_and_openai_api(bed, tmp_path):
     from openai import AsyncOpenAI
 
-    proc = Proc(bed)
+    proc = Proc(bed, "--distributed-executor-backend", "ray", env={"PATH": fake_ray(tmp_path, "2.0")})
     try:
         proc.wait_for(r"Application startup complete\.")
         lines = proc.lines
@@ -235,6 +237,7 @@ async def test_healthy_start_order_and_openai_api(bed):
         assert re.search(r'^vllm:num_requests_running\{engine="0",model_name="qwen35"\} 0\.0$', text, re.M)
         proc.wait_for(r'INFO:     127\.0\.0\.1:\d+ - "POST /v1/chat/completions HTTP/1\.1" 200 OK')
         proc.wait_for(r"Avg prompt throughput: [\d.]+ tokens/s, Avg generation throughput: [\d.]+ tokens/s")
+        assert not [x for x in proc.lines if re.search(r"\$\{?[A-Za-z_]", x)]
     finally:
         proc.stop()
 
@@ -416,3 +419,134 @@ def test_version_comes_from_the_image(bed, tmp_path):
     finally:
         proc.stop()
     assert "vLLM API server version 0.14.0rc2" in proc.lines[1]
+
+
+async def test_no_reasoning_parser_keeps_thinking_in_content_and_completions(bed):
+    from openai import AsyncOpenAI
+
+    port = free_port()
+    argv = [sys.executable, str(STANDIN), "serve", str(bed["model"]), "--host", "127.0.0.1", "--port", str(port),
+            "--served-model-name", "qwen35"]
+    env = dict(bed["env"], SPARKTUI_STANDIN_MEM_BYTES=str(200 * 10**9))
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    try:
+        for line in p.stdout:
+            if "Application startup complete." in line:
+                break
+        client = AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
+        r = await client.chat.completions.create(model="qwen35", messages=[{"role": "user", "content": "hi you"}])
+        msg = r.choices[0].message
+        assert msg.content.startswith("<think>\nThe user wrote 2 words") and "</think>\n\nStand-in reply" in msg.content
+        assert (msg.model_extra or {}).get("reasoning") is None
+        stream = await client.chat.completions.create(model="qwen35", stream=True,
+                                                      messages=[{"role": "user", "content": "hi you"}])
+        text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+        assert text == msg.content
+        c = await client.completions.create(model="qwen35", prompt="tell me", max_tokens=50)
+        assert c.choices[0].text.startswith("Stand-in reply: tell me") and c.usage.completion_tokens > 0
+        await client.close()
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+
+
+RAY_STATUS = """\
+#!/bin/sh
+# a `ray` on PATH answering `ray status` like a cluster with %s GPU(s)
+[ "$1" = status ] || exit 2
+cat <<'OUT'
+======== Autoscaler status: 2026-11-29 20:00:00.000000 ========
+Node status
+---------------------------------------------------------------
+Active:
+ 1 node_2f1c0e9a8b7d6c5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c8d7e6f5a
+Pending:
+ (no pending nodes)
+Recent failures:
+ (no failures)
+
+Resources
+---------------------------------------------------------------
+Usage:
+ 0.0/20.0 CPU
+ 0.0/%s GPU
+ 0B/100.00GiB memory
+
+Demands:
+ (no resource demands)
+OUT
+"""
+
+
+def fake_ray(tmp_path, gpus: str) -> str:
+    """PATH with a `ray` whose `ray status` has the real output shape (no Ray installable here)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    ray = bindir / "ray"
+    ray.write_text(RAY_STATUS % (gpus, gpus))
+    ray.chmod(0o755)
+    return f"{bindir}:{os.environ['PATH']}"
+
+
+@pytest.mark.parametrize("gpus,expect_rc", [("2.0", None), ("1.0", 1)])
+def test_ray_placement_group_needs_the_gpus(bed, tmp_path, gpus, expect_rc):
+    env = {"PATH": fake_ray(tmp_path, gpus), "SPARKTUI_STANDIN_PG_WAIT_SECONDS": "0.1",
+           "SPARKTUI_STANDIN_PG_TIMEOUT": "0.35"}
+    proc = Proc(bed, "--distributed-executor-backend", "ray", env=env)
+    try:
+        if expect_rc is None:
+            proc.wait_for(r"Application startup complete\.")
+            return
+        assert proc.finish() == 1
+    finally:
+        proc.stop()
+    waits = [ln for ln in proc.lines if "Waiting for creating a placement group of specs" in ln]
+    assert len(waits) >= 2 and "'node:127.0.0.1': 0.001" in waits[0]
+    assert "Cannot provide a placement group" in proc.lines[-1]
+    assert not any("world_size=" in ln for ln in proc.lines)
+
+
+def test_ray_not_running(bed, tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "ray").write_text("#!/bin/sh\necho 'ConnectionError: Could not find any running Ray instance.' >&2\nexit 1\n")
+    (bindir / "ray").chmod(0o755)
+    proc = Proc(bed, "--distributed-executor-backend", "ray", env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    try:
+        assert proc.finish() == 1
+    finally:
+        proc.stop()
+    assert "Could not find any running Ray instance" in proc.lines[-1]
+
+
+def test_multiprocessing_backend_prefixes(bed):
+    proc = Proc(bed)  # no --distributed-executor-backend: vLLM's own worker processes
+    try:
+        proc.wait_for(r"Application startup complete\.")
+    finally:
+        proc.stop()
+    assert any(re.match(r"^\(Worker_TP1 pid=\d+\) spark2:\d+:\d+ \[0\] NCCL INFO", ln) for ln in proc.lines)
+    assert not any("Ray" in ln for ln in proc.lines)
+
+
+def test_missing_parts_are_a_clear_error(tmp_path, bed):
+    if Path("/opt/standin/scripts/blocks.toml").is_file():
+        pytest.skip("this machine has /opt/standin/scripts/blocks.toml (the last fallback)")
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / "standin_vllm.py").write_bytes(STANDIN.read_bytes())
+    env = dict(bed["env"], SPARKTUI_STANDIN_SCRIPTS=str(tmp_path / "none"))
+    argv = [sys.executable, str(lone / "standin_vllm.py"), "serve", str(bed["model"])]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=env)
+    assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr
+    assert out.stderr.startswith("standin_vllm: standin_http.py is missing beside this script")
+    (lone / "standin_http.py").write_bytes(STANDIN.with_name("standin_http.py").read_bytes())
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=env)
+    assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr
+    assert out.stderr.startswith("standin_vllm: line templates not found: install the stand-in as")
+    (lone / "scripts").mkdir()
+    (lone / "scripts" / "blocks.toml").write_bytes(STANDIN.with_name("scripts").joinpath("blocks.toml").read_bytes())
+    env.pop("SPARKTUI_STANDIN_SCRIPTS")
+    out = subprocess.run(argv + ["--port", str(free_port()), "--host", "127.0.0.1"], capture_output=True,
+                         text=True, timeout=30, env=dict(env, SPARKTUI_STANDIN_FAULT="unsupported-arch"))
+    assert out.returncode == 1 and "are not supported for now" in out.stdout

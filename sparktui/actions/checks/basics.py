@@ -14,8 +14,8 @@ RAY_PORTS = (6379, 8265)
 
 async def check_ssh(node: Node, backend: str) -> CheckResult:
     try:
-        await asyncio.wait_for(node.connect(), 20)
-        res = await node.run(["true"], timeout=15)
+        await asyncio.wait_for(node.connect(), 40)
+        res = await node.run(["true"], timeout=40)
     except HostKeyError as exc:
         return fail("ssh", "host key not trusted", node.name, [str(exc)],
                     exc.hint or "check the fingerprint, then add the key to known_hosts", "ssh_unreachable")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import events
@@ -21,6 +24,21 @@ from .findings import FindingsScreen
 if TYPE_CHECKING:
     from ...model import Finding
     from ..app import SparkApp
+
+def export_path(engine, node: str, source: str) -> Path:
+    from ...session import state_dir
+
+    def safe(name: str) -> str:  # container names and file paths become one file-name part
+        return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")[:80] or "_"
+
+    base = engine.session.path if engine.session is not None else state_dir()
+    return base / "exports" / f"{safe(node)}-{safe(source)}-{time.strftime('%H%M%S')}.log"
+
+
+def _write_lines(path: Path, texts: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+
 
 WIDE = 140  # columns needed for panes side by side
 PANE_MIN = 60  # ... and per pane, so three nodes still fit at 200 columns
@@ -46,7 +64,8 @@ class MainScreen(Screen[None]):
         with Horizontal(id="panes"):
             for i, n in enumerate(cfg.nodes):
                 yield NodePane(n.name, app.engine.logs, role=n.role, default_source=cfg.cluster.name,
-                               gpu_mem_util=cfg.cluster.gpu_memory_utilization, clock=app.clock, id=f"pane-{i}")
+                               gpu_mem_util=cfg.cluster.gpu_memory_utilization, fabric_if=n.fabric_if,
+                               clock=app.clock, id=f"pane-{i}")
         yield FindingsStrip(id="findings-strip")
         yield Footer()
 
@@ -166,6 +185,16 @@ class MainScreen(Screen[None]):
     def action_prev_source(self) -> None:
         self.active_pane.cycle_source(-1)
 
+    def action_save_log(self) -> None:
+        view = self.active_pane.log_view
+        if view.source is None:
+            return
+        texts = view.lines.shown_texts()
+        target = export_path(self.app.engine, self.active_pane.node, view.source)
+        self.app.run_worker(lambda: _write_lines(target, texts), thread=True, exit_on_error=False,
+                            group="save-log", description="save log")
+        self.app.notify(f"saved {len(texts):,} lines to {target}", title="log saved")
+
     def action_zoom(self) -> None:
         if self.maximized is not None:
             self.minimize()
@@ -200,6 +229,7 @@ class MainScreen(Screen[None]):
                 self.action_select_node(i)
                 if source:
                     pane.log_view.set_source(source)
+                    pane.sync_cursor()
                 if finding.line:
                     pane.log_view.lines.jump_to(finding.line - 1)
                 pane.log_view.update_chrome()

@@ -127,6 +127,15 @@ class LogLines(ScrollView, can_focus=True):
             self._scan()
         self._apply_size()
 
+    def shown_texts(self) -> list[str]:
+        """Every line the view holds now (the filtered set when a filter is on)."""
+        s = self.series()
+        if s is None:
+            return []
+        if self._rx is None:
+            return list(s.texts)
+        return [t for t in (s.get(n) for n in self._matches) if t is not None]
+
     # ------------------------------------------------------------------ filter
     def set_filter(self, pattern: str | None) -> str | None:
         """Apply a regex (smart case: all-lowercase means case-insensitive).  Returns an error

@@ -33,13 +33,14 @@ class NodePane(Vertical):
             self.source = source
 
     def __init__(self, node: str, store: "LogStore", *, role: str = "", default_source: str = "",
-                 gpu_mem_util: float | None = None, clock: Callable[[], float], id: str | None = None) -> None:
+                 gpu_mem_util: float | None = None, fabric_if: str | None = None, clock: Callable[[], float], id: str | None = None) -> None:
         super().__init__(id=id)
         self.node = node
         self.store = store
         self.role = role
         self.default_source = default_source
         self.gpu_mem_util = gpu_mem_util
+        self.fabric_if = fabric_if
         self.clock = clock
         self._seen: dict[str, object] = {}
         self._widths: list[int] = []
@@ -53,6 +54,7 @@ class NodePane(Vertical):
         yield Static(classes="memory")
         yield Static(classes="mem-spark")
         yield Static(classes="gpu")
+        yield Static(classes="links")
         with Horizontal(classes="startup"):
             yield ProgressBar(total=len(MILESTONE_ORDER), show_eta=False, show_percentage=False)
             yield Static(classes="startup-label")
@@ -79,6 +81,8 @@ class NodePane(Vertical):
             self.query_one(".mem-spark", Static).update(node_stats.sparkline(ns.memory_history, self.size.width - 4))
         if self._changed("gpu", (ns.gpus, ns.gpu_available, ns.gpu_error)):
             self.query_one(".gpu", Static).update(node_stats.gpu(ns))
+        if self._changed("links", ns.links):
+            self.query_one(".links", Static).update(node_stats.links(ns, self.fabric_if))
         if self._changed("startup", (ns.milestones, has_error)):
             value, label = node_stats.startup(ns)
             self.query_one(ProgressBar).update(progress=value)
@@ -89,6 +93,7 @@ class NodePane(Vertical):
             chosen = self._default_source(ns)
             if chosen:
                 view.set_source(chosen)
+                self.sync_cursor()
         view.refresh_data()
 
     def _changed(self, part: str, key: object) -> bool:
@@ -109,6 +114,8 @@ class NodePane(Vertical):
 
     def _fill_table(self, ns: "NodeState", now: float) -> None:
         table = self.query_one(DataTable)
+        keys = [str(k.value) for k in table.rows]
+        keep_key = keys[table.cursor_row] if 0 <= table.cursor_row < len(keys) else None
         keep = table.cursor_row
         rows = []
         for c in ns.container_list():
@@ -127,8 +134,17 @@ class NodePane(Vertical):
             style = self.get_component_rich_style(node_stats.state_class(c.state), partial=True)
             # names and images are data: Text, never markup
             table.add_row(Text(cells[0]), Text(cells[1]), Text(cells[2], style=style), Text(cells[3]), key=c.name)
-        if table.row_count:
-            table.move_cursor(row=min(keep, table.row_count - 1), animate=False, scroll=False)
+        if table.row_count:  # the cursor stays on the same container across refreshes
+            names = [c.name for c, _ in rows]
+            row = names.index(keep_key) if keep_key in names else min(keep, table.row_count - 1)
+            table.move_cursor(row=row, animate=False, scroll=False)
+
+    def sync_cursor(self) -> None:
+        """The table's cursor sits on the container whose log is shown."""
+        table = self.query_one(DataTable)
+        keys = [str(k.value) for k in table.rows]
+        if self.log_view.source in keys:
+            table.move_cursor(row=keys.index(self.log_view.source), animate=False)
 
     def sources(self) -> list[str]:
         """Log sources of this node: containers (table order) first, then other files."""
@@ -144,6 +160,7 @@ class NodePane(Vertical):
         cur = self.log_view.source
         i = srcs.index(cur) if cur in srcs else -1
         self.log_view.set_source(srcs[(i + delta) % len(srcs)])
+        self.sync_cursor()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

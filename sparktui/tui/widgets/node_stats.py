@@ -116,6 +116,22 @@ def gpu(node: "NodeState") -> Content:
     return Content("\n").join(lines)
 
 
+def links(node: "NodeState", fabric_if: str | None = None) -> Content:
+    """The fabric links (RDMA-backed or the configured interface) in one line."""
+    chosen = [ln for ln in node.links if ln.rdma_device or ln.name == fabric_if]
+    if not chosen:
+        return Content.styled("NET  no fabric link seen" if node.links else "NET  waiting for a sample…", "$text-muted")
+    parts: list[str | tuple[str, str]] = [("NET ", "bold")]
+    for ln in chosen[:3]:
+        up = ln.state.upper() == "UP"
+        parts.append((f" {ln.name} ", "bold" if ln.name == fabric_if else ""))
+        parts.append(("UP" if up else ln.state, "$success" if up else "$error"))
+        addr = ln.addresses[0] if ln.addresses else "no address"
+        extra = " ".join(x for x in (addr, f"mtu {ln.mtu}" if ln.mtu else "", ln.rdma_device or "") if x)
+        parts.append((" " + extra + " ", "$text-muted"))
+    return Content.assemble(*parts)
+
+
 def startup(node: "NodeState") -> tuple[float, Content]:
     """(progress in phases 0..len(MILESTONE_ORDER), label)."""
     ms = node.milestones

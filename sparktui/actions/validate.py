@@ -1,0 +1,242 @@
+"""``validate``: start the image on ONE node with the model mounted read-only, the way the image
+wants to be started (its env variables when it has a custom entrypoint that ignores arguments,
+else ``vllm serve`` arguments), follow its log through the Diagnoser's milestones and findings
+until the architecture is resolved and the engine initialises, or a finding says why not.
+
+When the memory fit already says one node cannot hold the model, it says so BEFORE starting: the
+run then validates architecture support only, and "architecture OK, OOM as predicted" is a pass.
+The container is removed at the end, on failure and on cancel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from ..model import Finding
+from ..probes.image import ImageInfo, ImageNotFound, inspect_image, run_in_image
+from ..probes.model import ModelProbeError, probe_model
+from .base import Action, ActionContext, ActionFailed, ActionResult
+from .checks.entrypoint import _CONFIG_ENV, passes_args
+from .checks.fit import compute_fit, gib, parse_meminfo
+from .image import default_image
+
+OOM_IDS = {"cuda_oom", "kv_cache_oom", "insufficient_free_memory", "host_oom_killed"}
+ENGINE_READY = {"kv_cache", "cuda_graphs", "api_ready"}
+CONSEQUENCES = {"engine_dead"}  # what follows any start-up failure: the cause is the other finding
+VALIDATE_LABEL = "sparktui.validate"
+# env names community images read, per role (seed-systems.md §2: names differ per tag)
+ENV_ROLES = {
+    "model": ("MODEL_PATH", "MODEL_ID"),
+    "port": ("PORT", "VLLM_PORT"),
+    "host": ("HOST", "VLLM_HOST"),
+    "max_len": ("MAX_MODEL_LEN", "VLLM_MAX_MODEL_LEN"),
+    "util": ("GPU_MEMORY_UTIL", "VLLM_GPU_MEMORY_UTIL", "GPU_MEMORY_UTILIZATION"),
+}
+
+
+def env_for_image(info: ImageInfo, mount: str, port: int, host: str, max_len: int | None, util: float) -> dict[str, str]:
+    have = info.env_map
+    values = {"model": mount, "port": str(port), "host": host, "max_len": str(max_len) if max_len else None,
+              "util": f"{util}"}
+    out = {}
+    for role, names in ENV_ROLES.items():
+        if values[role] is None:
+            continue
+        present = [n for n in names if n in have] or ([names[0]] if role == "model" else [])
+        for n in present:
+            out[n] = values[role]
+    return out
+
+
+class ValidateAction(Action):
+    name = "validate"
+    title = "Single-node validation"
+    mutating = True
+
+    def __init__(self, node: str | None = None, image: str | None = None, timeout: float = 600.0) -> None:
+        self.node_name, self.image, self.timeout = node, image, timeout
+
+    async def execute(self, ctx: ActionContext) -> ActionResult:
+        c = ctx.config.cluster
+        node_name = self.node_name or ctx.config.head.name
+        if node_name not in ctx.nodes:
+            raise ActionFailed(f"unknown node {node_name!r}")
+        node = ctx.nodes[node_name]
+        findings: list[Finding] = []
+        image = self.image or await default_image(ctx, node)
+        path = ctx.config.node(node_name).model_path or c.model_path
+        mount = c.model_mount or "/models/model"
+        async with ctx.step("plan", f"{image} on {node_name}", node=node_name) as rec:
+            try:
+                info = await inspect_image(node, image)
+            except ImageNotFound as exc:
+                findings.append(Finding("image_not_found", "error", str(exc), f"{node_name}/validate", node=node_name,
+                                        advice="check --image / cluster.image, or push-image it to this node"))
+                rec.status, rec.message = "failed", str(exc)
+                return ActionResult(self.name, False, str(exc), findings=findings)
+            try:
+                model = await probe_model(node, path) if path else None
+            except ModelProbeError as exc:
+                model = None
+                findings.append(Finding("model_path_missing", "error", str(exc), f"{node_name}/validate", node=node_name,
+                                        evidence=(f"path {path!r}",), advice="copy the model there or fix model_path"))
+            if model is None:
+                msg = findings[-1].title if findings else "no model_path configured"
+                rec.status, rec.message = "failed", msg
+                return ActionResult(self.name, False, msg, findings=findings)
+            predicted_oom, fit_text = False, "memory not checked"
+            try:
+                mi = parse_meminfo((await node.read_file(ctx.config.node(node_name).meminfo_path)).decode())
+                if model.total_bytes and "MemTotal" in mi:
+                    f = compute_fit(model.total_bytes, 1, mi["MemTotal"], mi.get("MemAvailable", 0),
+                                    c.gpu_memory_utilization)
+                    predicted_oom = not f.fits
+                    fit_text = (f"{gib(model.total_bytes)} of weights vs {gib(f.reservation)} vLLM may take on one node")
+            except Exception:  # memory is advice here, never a reason not to validate
+                pass
+            env_mode = bool(info.entrypoint) and not await self._passes_args(node, image, info)
+            if env_mode:
+                env = env_for_image(info, mount, c.serve_port, c.serve_host, c.max_model_len, c.gpu_memory_utilization)
+                command = None
+                how = "custom ENTRYPOINT configured by env: " + " ".join(f"{k}={v}" for k, v in env.items())
+            else:
+                env = {}
+                command = ["vllm", "serve", mount, "--tensor-parallel-size", "1",
+                           "--gpu-memory-utilization", f"{c.gpu_memory_utilization}",
+                           "--host", c.serve_host, "--port", str(c.serve_port)]
+                if c.max_model_len:
+                    command += ["--max-model-len", str(c.max_model_len)]
+                how = "vllm serve arguments: " + " ".join(command)
+            rec.data = {"image": image, "mode": "env" if env_mode else "args", "env": env, "command": command,
+                        "predicted_oom": predicted_oom}
+            rec.message = how
+            if predicted_oom:
+                rec.status = "warn"
+                rec.message = (f"OOM expected ({fit_text}): this run validates architecture support only; {how}")
+        cname = f"{c.name}-validate"
+        if not await ctx.confirm(f"Start {cname} ({image}) on {node_name}?",
+                                 f"model {path} -> {mount} (read-only); {how}"):
+            return ActionResult(self.name, False, "not confirmed")
+        client = await node.docker()
+        import docker.errors
+
+        async def remove() -> None:
+            try:
+                await asyncio.to_thread(lambda: client.api.remove_container(cname, force=True))
+            except docker.errors.NotFound:
+                pass
+
+        ctx.on_cleanup(remove)
+        async with ctx.step("start", f"{cname} on {node_name}", node=node_name) as rec:
+            await remove()  # a leftover of an earlier, killed run
+            kw = dict(name=cname, detach=True, network_mode="host", labels={VALIDATE_LABEL: "1"},
+                      environment=env, volumes={path: {"bind": mount, "mode": "ro"}})
+            if command:
+                kw["command"] = command
+            container = await asyncio.to_thread(lambda: client.containers.run(image, **kw))
+            rec.message = f"{container.short_id} started; model mounted read-only at {mount}"
+        verdict = await self._follow(ctx, node_name, client, cname, predicted_oom, findings)
+        return verdict
+
+    async def _passes_args(self, node, image: str, info: ImageInfo) -> bool:
+        if not info.entrypoint[0].startswith("/"):
+            return False
+        rc, text = await run_in_image(node, image, ["cat"], [info.entrypoint[0]], timeout=60)
+        return rc == 0 and passes_args(text)
+
+    async def _follow(self, ctx: ActionContext, node_name: str, client, cname: str, predicted_oom: bool,
+                      findings: list[Finding]) -> ActionResult:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+        stop = threading.Event()
+
+        def pump() -> None:
+            buf = b""
+            try:
+                for chunk in client.api.logs(cname, stream=True, follow=True):
+                    if stop.is_set():
+                        break
+                    buf += chunk
+                    *lines, buf = buf.split(b"\n")
+                    if lines:
+                        loop.call_soon_threadsafe(queue.put_nowait, [l.decode("utf-8", "replace") for l in lines])
+            except Exception:
+                pass
+            if buf:
+                loop.call_soon_threadsafe(queue.put_nowait, [buf.decode("utf-8", "replace")])
+            loop.call_soon_threadsafe(queue.put_nowait, None)
+
+        from ..diagnosis import Diagnoser
+
+        diag = Diagnoser()
+        key = f"{node_name}/{cname}"
+        seen_ms: set[str] = set()
+        errs: list[Finding] = []
+        tail: list[str] = []
+        thread = threading.Thread(target=pump, daemon=True, name="validate-logs")
+        thread.start()
+        deadline = time.monotonic() + self.timeout
+        outcome = "timeout"
+        async with ctx.step("follow", "milestones from the container log", node=node_name) as rec:
+            try:
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    try:
+                        lines = await asyncio.wait_for(queue.get(), left)
+                    except asyncio.TimeoutError:
+                        break
+                    if lines is None:
+                        outcome = "exited"
+                        break
+                    tail = (tail + lines)[-20:]
+                    for item in diag.feed_lines(key, lines, node_name):
+                        self._note(ctx, node_name, item, seen_ms, errs)
+                    if seen_ms & ENGINE_READY:
+                        outcome = "ready"
+                        break
+            finally:
+                stop.set()
+            for ev in diag.finish():
+                item = getattr(ev, "finding", None) or getattr(ev, "milestone", None)
+                if item is not None:
+                    self._note(ctx, node_name, item, seen_ms, errs)
+            rec.data = {"milestones": sorted(seen_ms), "last_lines": tail[-10:]}
+            rec.message = f"{outcome}; milestones: {', '.join(sorted(seen_ms)) or 'none'}"
+        return self._verdict(ctx, node_name, outcome, seen_ms, errs, predicted_oom, findings, tail)
+
+    @staticmethod
+    def _note(ctx, node_name, item, seen_ms: set[str], errs: list[Finding]) -> None:
+        if isinstance(item, Finding):
+            if item.severity == "error" and all(f.id != item.id for f in errs):
+                errs.append(item)
+                ctx.emit("follow", "info", f"finding {item.id}: {item.title}", node=node_name)
+        elif getattr(item, "id", None) and item.id not in seen_ms:
+            seen_ms.add(item.id)
+            ctx.emit("follow", "progress", item.text, progress=item.progress, node=node_name)
+
+    def _verdict(self, ctx, node_name, outcome, seen_ms, errs, predicted_oom, findings, tail) -> ActionResult:
+        arch = "arch_resolved" in seen_ms
+        ooms = [f for f in errs if f.id in OOM_IDS]
+        others = [f for f in errs if f.id not in OOM_IDS and f.id not in CONSEQUENCES]
+        if not others and not ooms:
+            others = [f for f in errs if f.id in CONSEQUENCES]
+        data = {"milestones": sorted(seen_ms), "outcome": outcome, "predicted_oom": predicted_oom,
+                "architecture_resolved": arch, "oom": bool(ooms)}
+        if arch and outcome == "ready" and not errs:
+            return ActionResult(self.name, True, "architecture resolved, engine initialised", data=data)
+        if arch and ooms and predicted_oom and not others:
+            return ActionResult(self.name, True, "architecture OK, OOM as predicted (one node cannot hold the model; "
+                                "serve it with TP across the nodes)", findings=[*findings, *ooms], data=data)
+        if others or ooms:
+            first = (others or ooms)[0]
+            return ActionResult(self.name, False, f"{first.id}: {first.title}", findings=[*findings, *others, *ooms],
+                                data=data)
+        what = "timed out" if outcome == "timeout" else "the container exited"
+        f = Finding("engine_dead" if outcome != "timeout" else "rendezvous_timeout", "error",
+                    f"{what} before the engine initialised", f"{node_name}/validate", evidence=tuple(tail[-5:]),
+                    node=node_name, advice="read the last lines; run `sparktui diagnose` on the full log")
+        return ActionResult(self.name, False, f.title, findings=[*findings, f], data=data)

@@ -1,0 +1,87 @@
+"""The Investigate screen: every evidence item as it arrives, then the verdict side by side per node.
+
+Built like the generic ActionScreen (the registry entry names it: key ``i``), so the action runs in
+its worker and IO stays out of the widgets.  Differences: one table row per evidence item (not per
+step), and the result shows the verdict, its confidence, one next action, the evidence lines in
+one column per node, and the R7 items.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import work
+from textual.containers import Horizontal
+from textual.content import Content
+from textual.widgets import DataTable, Log, Static
+
+from .messages import ActionDone, ActionProgress
+from .screens.action import STATUS_STYLE, ActionScreen
+
+if TYPE_CHECKING:
+    from ..diagnosis.verdict import Verdict
+
+SIM_INTERVAL = 5.0  # sim evidence is deterministic: a short second round is enough
+
+
+class InvestigateScreen(ActionScreen):
+    """Key ``i`` (registry entry "investigate")."""
+
+    DEFAULT_CSS = """
+    InvestigateScreen .verdict-columns { height: auto; }
+    InvestigateScreen .verdict-node { width: 1fr; height: auto; padding: 0 1; border-left: solid $panel; }
+    """
+
+    def __init__(self, entry, action_cls) -> None:
+        super().__init__(entry, action_cls)
+        self._rows = 0
+        self.action_obj = None
+
+    @work(exclusive=True, exit_on_error=False, group="action", description="investigate")
+    async def run_action(self) -> None:
+        ctx = self.app.make_action_context(emit=self._emit, confirm=self._confirm)  # type: ignore[attr-defined]
+        sim = all(getattr(n, "backend", "") == "sim" for n in ctx.nodes.values()) and ctx.nodes
+        self.action_obj = self.action_cls(interval=SIM_INTERVAL) if sim else self.action_cls()
+        result = await self.action_obj.run(ctx)
+        self.post_message(ActionDone(result))
+
+    def on_action_progress(self, message: ActionProgress) -> None:
+        ev = message.event
+        self.events.append(ev)
+        table = self.query_one(DataTable)
+        var = STATUS_STYLE.get(ev.status, "")
+        style = self.app.get_css_variables().get(var[1:], "") if var else ""
+        self._rows += 1
+        table.add_row(Text(ev.step), Text(ev.status, style=style), Text(ev.node), Text(ev.message[:200]),
+                      key=f"item-{self._rows}")
+        table.move_cursor(row=table.row_count - 1)
+        if ev.message:
+            self.query_one(Log).write_line(f"{ev.step} [{ev.status}] {ev.node + ': ' if ev.node else ''}{ev.message}")
+
+    def _show_result(self) -> None:
+        verdict: "Verdict | None" = getattr(self.action_obj, "verdict", None)
+        if verdict is None:
+            super()._show_result()
+            return
+        summary = self.query_one("#action-summary", Static)
+        tone = "$error" if verdict.problem else "$success"
+        parts = [
+            Content.assemble((f"{verdict.rule}  ", tone + " bold"), (verdict.title, "bold"),
+                             (f"   confidence {verdict.confidence:.2f}", "$text-muted")),
+            Content.assemble(("findings: ", "$text-muted"), ", ".join(verdict.finding_ids) or "none"),
+            Content.assemble(("next: ", "$accent bold"), verdict.next_action),
+        ]
+        for item in verdict.latent:
+            parts.append(Content.assemble(("R7 ", "$warning bold"), item["title"]))
+            parts += [Content.styled("    " + line[:300], "$text-muted") for line in item.get("evidence", [])[:4]]
+        summary.update(Content("\n").join(parts))
+        # evidence side by side: one column per node
+        old = self.query(".verdict-columns")
+        for w in old:
+            w.remove()
+        cols = Horizontal(classes="verdict-columns")
+        summary.parent.mount(cols)  # type: ignore[union-attr]
+        for node, lines in verdict.evidence.items():
+            body = Content("\n").join([Content.styled(node, "bold")] + [Content(line[:300]) for line in lines])
+            cols.mount(Static(body, classes="verdict-node"))

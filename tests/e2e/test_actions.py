@@ -1,0 +1,331 @@
+"""Guided actions on the test bed, through the CLI (issue 6): doctor / build-image / push-image /
+validate on `--scenario seed`, hostile input, cancel.  Real sshd + dockerd per node; the images
+run the stand-in vLLM.  The module brings up its OWN bed (other e2e modules share the default one)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTBED = ROOT / "scripts" / "testbed"
+# a bed per test process (concurrent runs must not share one); SPARKTUI_ACTIONS_BED/NET reuse a kept one
+BED_DIR = Path(os.environ.get("SPARKTUI_ACTIONS_BED") or f"/tmp/tba-{os.getpid()}")
+BED_NET = os.environ.get("SPARKTUI_ACTIONS_NET") or f"127.66.{os.getpid() % 250}"
+HYBRID = "vllm-node-qwen35"
+
+
+def bed_env() -> dict:
+    return {**os.environ, "SPARKTUI_TESTBED_DIR": str(BED_DIR), "SPARKTUI_TESTBED_NET": BED_NET}
+
+
+def docker(node: str, *args: str, check: bool = False) -> subprocess.CompletedProcess:
+    sock = BED_DIR / "nodes" / node / "docker.sock"
+    return subprocess.run(["docker", "-H", f"unix://{sock}", *args], capture_output=True, text=True, check=check,
+                          timeout=120)
+
+
+def image_id(node: str, ref: str) -> str | None:
+    r = docker(node, "image", "inspect", "--format", "{{.Id}}", ref)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def containers(node: str) -> list[str]:
+    return [l for l in docker(node, "ps", "-a", "--format", "{{.Names}} {{.Command}}").stdout.splitlines() if l]
+
+
+def cli(*args: str, config: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    cfg = ["--config", str(config or BED_DIR / "cluster.toml")]
+    cmd, rest = args[0], args[1:]
+    return subprocess.run([sys.executable, "-m", "sparktui", cmd, *cfg, *rest], capture_output=True, text=True,
+                          cwd=str(ROOT), timeout=timeout)
+
+
+def as_json(r: subprocess.CompletedProcess) -> dict:
+    assert "Traceback" not in r.stderr, r.stderr
+    return json.loads(r.stdout)
+
+
+def ids_of(result: dict, severity: str | None = None) -> set[str]:
+    return {f["id"] for f in result["findings"] if severity is None or f["severity"] == severity}
+
+
+def cancel_when(args: list[str], marker: str, timeout: float = 120) -> tuple[int, str]:
+    """Run the CLI, send SIGINT (Ctrl+C) once `marker` shows on stderr; return (rc, stderr)."""
+    proc = subprocess.Popen([sys.executable, "-m", "sparktui", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=str(ROOT), text=True, bufsize=1)
+    seen, deadline = [], time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
+            line = proc.stderr.readline()
+            if not line:
+                break
+            seen.append(line)
+            if marker in line:
+                proc.send_signal(signal.SIGINT)
+                break
+        else:
+            pass
+        assert any(marker in l for l in seen), "marker never appeared:\n" + "".join(seen)
+        rest = proc.communicate(timeout=120)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, "".join(seen) + rest
+
+
+@pytest.fixture(scope="module")
+def seed():
+    if os.geteuid() != 0 or not shutil.which("dockerd"):
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("CI: the test bed needs root and docker.io")
+        pytest.skip("the test bed needs root and docker.io")
+    existed = (BED_DIR / "cluster.toml").exists()
+    r = subprocess.run([str(TESTBED), "up", "--scenario", "seed"], capture_output=True, text=True, env=bed_env(),
+                       timeout=900)
+    if r.returncode != 0:
+        pytest.fail(f"testbed up --scenario seed failed: {r.stderr[-2000:]}")
+    yield BED_DIR
+    if not existed:
+        subprocess.run([str(TESTBED), "down"], capture_output=True, env=bed_env(), timeout=300)
+
+
+def write_config(tmp_path: Path, *, model_path: str | None = None, **cluster) -> Path:
+    import tomllib
+
+    sys.path.insert(0, str(ROOT / "scripts" / "testbed_scenarios"))
+    import seed as seed_mod  # the scenario's own TOML writer
+
+    data = tomllib.loads((BED_DIR / "cluster.toml").read_text())
+    if model_path is not None:
+        data["cluster"]["model_path"] = model_path
+    data["cluster"].update(cluster)
+    out = tmp_path / "cluster.toml"
+    seed_mod.write_config(out, data)
+    return out
+
+
+# ------------------------------------------------------------------ the story, in order
+
+def test_seed_doctor_fails_architecture_warns_entrypoint_and_memory(seed):
+    r = cli("doctor", "--json")
+    assert r.returncode == 1, r.stderr
+    res = as_json(r)
+    assert "unsupported_architecture" in ids_of(res, "error")
+    warnings = ids_of(res, "warning")
+    assert "docker_entrypoint_error" in warnings  # the community image's env-driven ENTRYPOINT
+    assert "insufficient_free_memory" in warnings  # one node cannot hold 119 GiB
+    checks = {(c["check"], c["status"]) for c in res["data"]["checks"]}
+    assert ("memory_fit", "ok") in checks  # ... but TP=2 fits
+    arch = next(c for c in res["data"]["checks"] if c["check"] == "architecture")
+    assert "Qwen3_5MoeForConditionalGeneration" in arch["title"] and arch["fix"]
+
+
+def test_build_and_push_make_doctor_pass(seed):
+    r = cli("build-image", "--yes", "--json")
+    assert r.returncode == 0, r.stderr
+    built = as_json(r)
+    assert 'RUN ["python3", "/opt/sparktui/patch_vllm_registry.py", "--arch", ' \
+           '"Qwen3_5MoeForConditionalGeneration=qwen3_5:Qwen3_5MoeForConditionalGeneration"' in built["data"]["dockerfile"]
+    assert image_id("spark1", HYBRID) == built["data"]["id"]
+    assert image_id("spark2", HYBRID) is None
+    r = cli("push-image", "--yes", "--json")
+    assert r.returncode == 0, r.stderr
+    pushed = as_json(r)
+    assert image_id("spark1", HYBRID) == image_id("spark2", HYBRID) == pushed["data"]["id"]
+    assert pushed["data"]["mb_per_s"]["spark2"] > 0
+    assert "MB/s" in r.stderr  # the progress line
+    r = cli("doctor", "--json")
+    res = as_json(r)
+    assert r.returncode == 0, [f for f in res["findings"] if f["severity"] == "error"]
+    assert res["data"]["image"] == HYBRID
+    assert not ids_of(res, "error")
+    assert {c["status"] for c in res["data"]["checks"] if c["check"] in ("architecture", "image_id")} == {"ok"}
+
+
+def test_validate_hybrid_reports_architecture_ok_and_predicted_oom(seed):
+    if image_id("spark1", HYBRID) is None:
+        assert cli("build-image", "--yes").returncode == 0
+    r = cli("validate", "--yes", "--json", "--image", HYBRID)
+    res = as_json(r)
+    assert r.returncode == 0, res
+    assert res["summary"].startswith("architecture OK, OOM as predicted")
+    assert res["data"]["architecture_resolved"] and res["data"]["oom"] and res["data"]["predicted_oom"]
+    plan = next(s for s in res["steps"] if s["name"] == "plan")
+    assert plan["status"] == "warn" and "OOM expected" in plan["message"]
+    assert "OOM expected" in r.stderr.split("start:")[0]  # said BEFORE the container starts
+    assert not [c for c in containers("spark1") if "validate" in c]
+
+
+def test_validate_community_image_uses_its_env_contract(seed):
+    r = cli("validate", "--yes", "--json", "--image", "vllm-qwen35-community")
+    res = as_json(r)
+    plan = next(s for s in res["steps"] if s["name"] == "plan")
+    assert plan["data"]["mode"] == "env"
+    assert plan["data"]["env"]["MODEL_PATH"] == "/root/.cache/huggingface/hub/Qwen3.5-122B-A10B-FP8"
+    assert plan["data"]["env"]["PORT"] == "8001"
+    assert r.returncode == 0 and res["data"]["architecture_resolved"], res
+
+
+def test_validate_old_image_fails_with_the_reason(seed):
+    res = as_json(r := cli("validate", "--yes", "--json", "--image", "vllm-node"))
+    assert r.returncode == 1
+    assert ids_of(res) & {"transformers_version_mismatch", "unsupported_architecture"}
+    assert not [c for c in containers("spark1") if "validate" in c]
+
+
+# ------------------------------------------------------------------ hostile input
+
+def test_hostile_model_path_stays_one_path(seed, tmp_path):
+    pwned = Path(f"/tmp/pwned-{uuid.uuid4().hex[:6]}")
+    src = BED_DIR / "models" / "Qwen3.5-122B-A10B-FP8"
+    odd = BED_DIR / "models" / f"odd dir 'q\" $(touch {pwned})"
+    shutil.rmtree(odd, ignore_errors=True)
+    shutil.copytree(src, odd)
+    try:
+        cfg = write_config(tmp_path, model_path=str(odd))
+        res = as_json(cli("doctor", "--json", config=cfg))
+        model_checks = [c for c in res["data"]["checks"] if c["check"] == "model_path"]
+        assert {c["status"] for c in model_checks} == {"ok"}
+        assert all(c["title"].startswith(str(odd) + ":") for c in model_checks)
+        if image_id("spark1", HYBRID) is None:
+            assert cli("build-image", "--yes").returncode == 0
+        r = cli("validate", "--yes", "--json", "--image", HYBRID, config=cfg)
+        res = as_json(r)
+        assert r.returncode == 0 and res["data"]["architecture_resolved"], res  # the stand-in read the mounted config
+        assert not pwned.exists(), "a shell interpreted the model path"
+    finally:
+        shutil.rmtree(odd, ignore_errors=True)
+        pwned.unlink(missing_ok=True)
+
+
+def test_missing_model_dir(seed, tmp_path):
+    cfg = write_config(tmp_path, model_path=str(BED_DIR / "models" / "nope"))
+    r = cli("doctor", "--json", config=cfg)
+    assert r.returncode == 1 and "model_path_missing" in ids_of(as_json(r), "error")
+    before = containers("spark1")
+    r = cli("validate", "--yes", "--json", config=cfg)
+    res = as_json(r)
+    assert r.returncode == 1 and "model_path_missing" in ids_of(res)
+    assert "does not exist" in res["summary"]
+    assert containers("spark1") == before  # nothing was started
+
+
+def test_unknown_image(seed):
+    for args in (("validate", "--yes", "--json", "--image", "no-such-image:1"),
+                 ("push-image", "--yes", "--json", "--image", "no-such-image:1"),
+                 ("build-image", "--yes", "--json", "--base", "no-such-image:1", "--tag", "never-made")):
+        r = cli(*args)
+        res = as_json(r)
+        assert r.returncode == 1, args
+        assert "image_not_found" in ids_of(res), (args, res)
+        assert "no-such-image:1" in res["summary"]
+    assert image_id("spark1", "never-made") is None
+
+
+def test_unknown_registry_layout_fails_the_build_cleanly(seed):
+    df = ("FROM vllm-node\nRUN printf 'def models():\\n    return {}\\n' > "
+          "/opt/standin/site/vllm/model_executor/models/registry.py\n")
+    b = subprocess.run(["docker", "-H", f"unix://{BED_DIR}/nodes/spark1/docker.sock", "build", "-q", "-t",
+                        "odd-registry", "-"], input=df, capture_output=True, text=True, timeout=120)
+    assert b.returncode == 0, b.stderr
+    before = containers("spark1")
+    r = cli("build-image", "--yes", "--json", "--base", "odd-registry", "--tag", "odd-hybrid")
+    res = as_json(r)
+    assert r.returncode == 1
+    assert "unknown layout" in res["summary"] and "_TEXT_GENERATION_MODELS" in res["summary"]
+    assert "image_build_failed" in ids_of(res)
+    assert image_id("spark1", "odd-hybrid") is None
+    assert containers("spark1") == before  # no intermediate containers left
+
+
+def test_push_to_a_full_disk_fails_cleanly(seed):
+    """spark2's dockerd on a 64 MB tmpfs data root: docker load runs out of space mid-stream."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    env_before = dict(os.environ)
+    os.environ.update(bed_env())
+    try:
+        from testbed_lib.bed import Bed
+
+        bed = Bed()
+        n = bed.node("spark2")
+        data = n.dir / "docker" / "data"
+        if image_id("spark1", HYBRID) is None:
+            assert cli("build-image", "--yes").returncode == 0
+        bed.stop_dockerd(n)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(data)], check=True)
+        try:
+            bed.start_dockerd(n)
+            r = cli("push-image", "--yes", "--json", "--image", HYBRID)
+            res = as_json(r)
+            assert r.returncode == 1
+            assert "image_push_failed" in ids_of(res)
+            assert "no space left" in res["summary"].lower()
+            assert "nothing new on the target" in res["summary"]
+            assert image_id("spark2", HYBRID) is None
+            assert subprocess.run(["pgrep", "-f", "docker save " + HYBRID], capture_output=True).returncode == 1
+        finally:
+            bed.stop_dockerd(n)
+            subprocess.run(["umount", str(data)], check=False)
+            bed.start_dockerd(n)
+    finally:
+        os.environ.clear()
+        os.environ.update(env_before)
+
+
+# ------------------------------------------------------------------ cancel
+
+def test_cancel_during_build_cleans_up(seed):
+    # a base whose registry import takes long: the patch's verify-by-import keeps the build busy
+    df = ("FROM vllm-node\nRUN echo 'import time; time.sleep(60)' >> "
+          "/opt/standin/site/vllm/model_executor/models/registry.py\n")
+    b = subprocess.run(["docker", "-H", f"unix://{BED_DIR}/nodes/spark1/docker.sock", "build", "-q", "-t",
+                        "slow-base", "-"], input=df, capture_output=True, text=True, timeout=120)
+    assert b.returncode == 0, b.stderr
+    before = containers("spark1")
+    rc, err = cancel_when(["build-image", "--config", str(BED_DIR / "cluster.toml"), "--yes", "--base", "slow-base",
+                           "--tag", "slow-hybrid"], "Step 3/")
+    assert rc == 130, err
+    assert "cancelled" in err
+    assert image_id("spark1", "slow-hybrid") is None
+    deadline = time.monotonic() + 30  # the daemon tears the aborted step's container down itself
+    while containers("spark1") != before and time.monotonic() < deadline:
+        docker("spark1", "container", "prune", "-f", "--filter", "label!=keep")  # never touches running ones
+        if containers("spark1") != before:
+            select.select([], [], [], 0.5)
+    assert containers("spark1") == before
+
+
+def test_cancel_during_push_cleans_up(seed):
+    if image_id("spark1", HYBRID) is None:
+        assert cli("build-image", "--yes").returncode == 0
+    docker("spark2", "rmi", "-f", HYBRID)
+    rc, err = cancel_when(["push-image", "--config", str(BED_DIR / "cluster.toml"), "--yes", "--image", HYBRID],
+                          "MB/s")
+    assert rc == 130, err
+    assert image_id("spark2", HYBRID) is None  # nothing half-loaded under the tag
+    assert subprocess.run(["pgrep", "-f", "sparktui-push-"], capture_output=True).returncode == 1
+
+
+def test_cancel_during_validate_removes_the_container(seed):
+    if image_id("spark1", HYBRID) is None:
+        assert cli("build-image", "--yes").returncode == 0
+    rc, err = cancel_when(["validate", "--config", str(BED_DIR / "cluster.toml"), "--yes", "--image", HYBRID],
+                          "start:")
+    assert rc == 130, err
+    assert not [c for c in containers("spark1") if "validate" in c]

@@ -1,0 +1,119 @@
+"""The verdict rules over the real captures (fixtures/nccl-2gpu) and the real device runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sparktui.diagnosis.evidence import Evidence, NodeEvidence, Worker, read_bundle, write_bundle
+from sparktui.diagnosis.verdict import decide
+
+FIX = Path(__file__).parents[1] / "fixtures"
+CAP = FIX / "nccl-2gpu"
+DEV = FIX / "device-runs"
+
+
+def verdict_of(prefix: str):
+    ((_, ev),) = read_bundle(CAP / prefix)
+    return decide(ev)
+
+
+def test_desync_ras_names_rank1_lagging():
+    v = verdict_of("desync_ras")
+    assert v.rule == "R4" and v.problem and v.finding_ids[0] == "nccl_collective_mismatch"
+    assert v.details["lagging"] == [1] and v.details["op"] == "AllReduce" and v.details["seq"] == 51
+    lines = "\n".join(v.evidence["local"])
+    assert "frozen across polls" in lines and "rank 0=51, rank 1=50" in lines
+    assert "rank 1: py-spy (frozen): sleep in worker (nccl_capture2.py:43)" in lines
+    assert v.confidence >= 0.9
+
+
+def test_busy_ras_is_healthy():
+    v = verdict_of("busy_ras")
+    assert v.rule == "healthy" and not v.problem and v.exit_code == 0
+    assert v.finding_ids == []
+
+
+def test_watchdog_is_desync_at_seqnum_2():
+    v = verdict_of("watchdog")
+    assert v.rule == "R4" and v.details["seq"] == 2 and v.details["lagging"] == [1]
+    assert "nccl_collective_mismatch" in v.finding_ids and "nccl_watchdog_timeout" in v.finding_ids
+    text = "\n".join(v.evidence["local"])
+    assert "Flight Recorder: last enqueued 2, completed 1, pending nccl:all_reduce #2 (scheduled)" in text
+    assert "Flight Recorder: last enqueued 1" in text
+    # the later "Connection closed by remote peer" is a consequence, not a dead peer
+    assert v.rule != "R1"
+
+
+def test_init_hang_is_rendezvous_with_rank1_missing():
+    v = verdict_of("init_hang")
+    assert v.rule == "R2" and "nccl_init_hang" in v.finding_ids and "rendezvous_timeout" in v.finding_ids
+    assert "rank 1 never joined" in v.title
+
+
+def test_bad_ifname_is_bootstrap_interface():
+    v = verdict_of("bad_ifname")
+    assert v.rule == "R2" and "wrong_network_interface" in v.finding_ids
+
+
+def test_socket_transport_is_always_reported_as_latent():
+    v = verdict_of("desync_ras")
+    assert "nccl_socket_transport" in [i["id"] for i in v.latent]
+
+
+def test_precedence_dead_peer_beats_desync():
+    ((_, ev),) = read_bundle(CAP / "desync_ras")
+    ev.nodes[0].workers = [Worker(pid=926, rank=0, alive=True), Worker(pid=927, rank=1, alive=False)]
+    v = decide(ev)
+    assert v.rule == "R1" and "rank 1" in v.title
+
+
+def test_env_difference_is_r7():
+    ev = Evidence(nodes=[NodeEvidence(node="a", workers=[Worker(pid=1, rank=0, env={"NCCL_SOCKET_IFNAME": "enp1s0f1np1",
+                                                                                   "MASTER_ADDR": "10.0.0.1"})]),
+                         NodeEvidence(node="b", workers=[Worker(pid=2, rank=1, env={"NCCL_SOCKET_IFNAME": "eth0",
+                                                                                   "MASTER_ADDR": "10.0.0.1"})])])
+    v = decide(ev)
+    (item,) = [i for i in v.latent if i["id"] == "nccl_env_mismatch"]
+    assert item["evidence"] == ["NCCL_SOCKET_IFNAME: a/rank 0=enp1s0f1np1 | b/rank 1=eth0"]
+
+
+def test_bundle_round_trip_gives_the_same_verdict(tmp_path):
+    ((_, ev),) = read_bundle(CAP / "desync_ras")
+    before = decide(ev)
+    write_bundle(ev, tmp_path / "b", verdict=before.to_json())
+    ((_, again),) = read_bundle(tmp_path / "b")
+    after = decide(again)
+    assert (after.rule, after.finding_ids, after.details) == (before.rule, before.finding_ids, before.details)
+
+
+DEVICE_MODES = {"desync": ("R4", "nccl_collective_mismatch"), "never_start": ("R2", "nccl_init_hang"),
+                "killed": ("R1", None), "killed_survivor": ("R1", None), "healthy": ("healthy", None),
+                "stuck_kernel": ("R5", "gpu_kernel_stuck")}
+
+
+@pytest.mark.parametrize("mode", sorted(DEVICE_MODES))
+def test_device_run_replays_offline_to_the_live_verdict(mode):
+    """Bundles written by `sparktui investigate --bundle` on two real H200s, replayed offline."""
+    rule, fid = DEVICE_MODES[mode]
+    live = json.loads((DEV / mode / "bundle" / "verdict.json").read_text())
+    summary = json.loads((DEV / mode / "summary.json").read_text())
+    ((_, ev),) = read_bundle(DEV / mode / "bundle")
+    v = decide(ev)
+    assert live["rule"] == rule == v.rule
+    assert summary["ok"] is True
+    if fid:
+        assert fid in v.finding_ids
+    if mode == "desync":
+        assert v.details["lagging"] == [1]
+    if mode in ("killed", "killed_survivor"):
+        assert "rank 1" in v.title
+    if mode == "never_start":
+        assert v.details["missing"] == [1]
+    if mode != "healthy":
+        # the hang budgets, as measured on the device: suspected <= 15 s, verdict <= 60 s
+        assert summary["hang_to_suspected_s"] is not None and summary["hang_to_verdict_s"] is not None
+    else:
+        assert summary["false_alarm"] is False and v.exit_code == 0
