@@ -8,7 +8,7 @@ Modes (one torch.distributed process per GPU, NCCL forced onto NET/Socket like t
   desync       rank 1 stops issuing collectives after step 15  -> expect R4 nccl_collective_mismatch, rank 1
   never_start  only rank 0 of 2 is started                     -> expect R2 nccl_init_hang, rank 1 missing
   killed       rank 1 is SIGKILLed mid-run                     -> expect R1 peer dead, rank 1
-  killed_survivor  the same with TORCH_NCCL_ASYNC_ERROR_HANDLING=0, so rank 0 stays alive, blocked
+  killed_survivor  the same with TORCH_NCCL_ASYNC_ERROR_HANDLING=0 (no teardown by the watchdog)
   stuck_kernel both ranks launch a long GPU spin, then sync    -> expect R5 (frozen, equal counts)
 
 Each worker is launched with sparktui's pre-armed env (sparktui.actions.prearm).  A watcher feeds

@@ -54,8 +54,11 @@ def context_dir(tmp: Path) -> Path:
     ctx = tmp / "ctx"
     for sub in ("site", "common", "vllm-node", "community"):
         shutil.copytree(IMAGES / sub, ctx / sub, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy2(STANDIN, ctx / "standin_vllm.py")
-    shutil.copytree(STANDIN.parent / "scripts", ctx / "sim_scripts", ignore=shutil.ignore_patterns("__pycache__"))
+    # the stand-in vLLM: its modules (standin_*.py) and its line templates (scripts/)
+    (ctx / "standin").mkdir()
+    for f in STANDIN.parent.glob("standin_*.py"):
+        shutil.copy2(f, ctx / "standin" / f.name)
+    shutil.copytree(STANDIN.parent / "scripts", ctx / "standin" / "scripts", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(PATCH, ctx / "patch_vllm_registry.py")
     return ctx
 

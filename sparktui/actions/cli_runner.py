@@ -37,7 +37,7 @@ class _Printer:
                 self.stream.write(f"\r   {ev.step}: {ev.message}\x1b[K")
                 self.stream.flush()
                 return
-            if ev.ts - self._last_progress < 2.0 and (ev.progress or 0) < 1.0:
+            if ev.ts - self._last_progress < 2.0 and (ev.progress or 0) < 1.0 and not ev.message.startswith("Step "):
                 return
             self._last_progress = ev.ts
         elif self.stream.isatty():

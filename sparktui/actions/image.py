@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 import time
 import uuid
 
@@ -51,6 +52,23 @@ PIPELINE = ('set -o pipefail; img=$1; relay=$2; shift 2; '
             'docker save "$img" | python3 -u -c "$relay" | ssh "$@"; rc=$?; echo "SPARKTUI-EXIT $rc"')
 
 
+# Stops exactly the pipeline whose $0 is the token: its bash and that bash's children (save, counter,
+# ssh), then waits (bounded) until they are gone.  Skips itself: its own argv holds the token too.
+KILL_PIPELINE = r'''
+for p in $(pgrep -f -- "$1"); do
+  [ "$p" = "$$" ] && continue
+  kids=$(pgrep -P "$p")
+  kill -TERM $kids "$p" 2>/dev/null
+  for i in $(seq 50); do
+    alive=0
+    for k in $kids $p; do kill -0 "$k" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.2
+  done
+done
+'''
+
+
 def _finding(id: str, title: str, node: str = "", evidence=(), advice: str = "", severity: str = "error") -> Finding:
     return Finding(id=id, severity=severity, title=title, source=f"{node}/image" if node else "image",  # type: ignore[arg-type]
                    evidence=tuple(evidence), advice=advice, node=node)
@@ -77,6 +95,40 @@ def _unix_url(client) -> str:
         return "unix://" + sock
     except Exception:
         return client.api.base_url
+
+
+def _is_build_step(command: str) -> bool:
+    """Containers the classic builder makes for our Dockerfile's steps."""
+    return "patch_vllm_registry" in command or "#(nop)" in command
+
+
+def _catching(fn, state: dict):
+    def wrapped() -> None:
+        try:
+            fn()
+        except Exception as exc:  # reported by the step, not lost in a thread
+            state["exc"] = exc
+    return wrapped
+
+
+def _shutdown_stream(resp) -> None:
+    """Cut a streaming HTTP response's socket so a thread blocked reading it wakes up."""
+    if resp is None:
+        return
+    import socket
+
+    for get in (lambda r: r.raw.connection.sock, lambda r: r.raw._fp.fp.raw._sock):
+        try:
+            sock = get(resp)
+        except AttributeError:
+            continue
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+    resp.close()
 
 
 class _KeepsFindings(Action):
@@ -173,42 +225,62 @@ class BuildImageAction(_KeepsFindings):
         import docker
 
         client = await node.docker()
-        # a client of its own: closing it aborts the build's HTTP stream (the daemon then cancels)
-        # built with the known API version: no blocking version request on the event loop (an SSH node's
-        # forwarded socket is served by this very loop)
+        # a client of its own, built with the known API version: no blocking version request on the
+        # event loop (an SSH node's forwarded socket is served by this very loop)
         api = docker.APIClient(base_url=_unix_url(client), version=client.api.api_version, timeout=3600)
         loop = asyncio.get_running_loop()
         before = {c["Id"] for c in await asyncio.to_thread(lambda: client.api.containers(all=True))}
-        state = {"id": "", "error": "", "lines": []}
+        state: dict = {"id": "", "error": "", "lines": [], "response": None}
+        finished = threading.Event()
 
         async def cleanup() -> None:
+            # cutting the build's HTTP stream makes the daemon cancel the build (and forcerm its container)
+            _shutdown_stream(state["response"])
+            await asyncio.to_thread(finished.wait, 30)
             api.close()
-            # intermediate containers of an aborted build (the classic builder's "#(nop)"/RUN steps)
-            for c in await asyncio.to_thread(lambda: client.api.containers(all=True)):
-                if c["Id"] not in before and ("patch_vllm_registry" in c.get("Command", "") or "#(nop)" in c.get("Command", "")):
-                    await asyncio.to_thread(lambda cid=c["Id"]: client.api.remove_container(cid, force=True))
+            # the daemon may still be creating the step's container when the stream drops: sweep until
+            # two looks in a row find none of the build's containers (bounded)
+            clean, deadline = 0, time.monotonic() + 20
+            while clean < 2 and time.monotonic() < deadline:
+                left = [c["Id"] for c in await asyncio.to_thread(lambda: client.api.containers(all=True))
+                        if c["Id"] not in before and _is_build_step(c.get("Command", ""))]
+                for cid in left:
+                    try:
+                        await asyncio.to_thread(lambda cid=cid: client.api.remove_container(cid, force=True))
+                    except docker.errors.APIError:
+                        pass
+                clean = clean + 1 if not left else 0
+                await asyncio.sleep(0.5)
 
         ctx.on_cleanup(cleanup)
 
         def run() -> None:
-            ctxfile = build_context(spec)
-            for chunk in api.build(fileobj=ctxfile, custom_context=True, tag=spec.tag, rm=True, forcerm=True,
-                                   decode=True, pull=False):
-                if "error" in chunk:
-                    state["error"] = chunk["error"].strip()
-                elif "aux" in chunk and "ID" in chunk["aux"]:
-                    state["id"] = chunk["aux"]["ID"]
-                text = _ANSI.sub("", chunk.get("stream", ""))  # the builder colours RUN's stderr
-                for line in text.splitlines():
-                    if line.strip():
-                        state["lines"].append(line)
-                        loop.call_soon_threadsafe(self._progress, ctx, node, line)
+            try:
+                params = {"t": spec.tag, "rm": True, "forcerm": True, "pull": False, "q": False, "nocache": False}
+                resp = api._post(api._url("/build"), data=build_context(spec), params=params,
+                                 headers={"Content-Type": "application/tar"}, stream=True, timeout=None)
+                state["response"] = resp
+                api._raise_for_status(resp)
+                for chunk in api._stream_helper(resp, decode=True):
+                    if "error" in chunk:
+                        state["error"] = chunk["error"].strip()
+                    elif "aux" in chunk and "ID" in chunk["aux"]:
+                        state["id"] = chunk["aux"]["ID"]
+                    text = _ANSI.sub("", chunk.get("stream", ""))  # the builder colours RUN's stderr
+                    for line in text.splitlines():
+                        if line.strip():
+                            state["lines"].append(line)
+                            loop.call_soon_threadsafe(self._progress, ctx, node, line)
+            finally:
+                finished.set()
 
         async with ctx.step("build", f"building {spec.tag} through {node.name}'s Docker API", node=node.name) as rec:
-            try:
-                await asyncio.to_thread(run)
-            except docker.errors.APIError as exc:
-                state["error"] = str(exc.explanation or exc)
+            worker = threading.Thread(target=_catching(run, state), daemon=True, name="build-image")
+            worker.start()
+            await asyncio.to_thread(finished.wait)
+            if state.get("exc") is not None:
+                exc = state["exc"]
+                state["error"] = state["error"] or str(getattr(exc, "explanation", None) or exc)
             if state["error"]:
                 # the patch script says why in one line; that beats "returned a non-zero code"
                 why = next((l.strip() for l in reversed(state["lines"]) if l.startswith("patch_vllm_registry:")),
@@ -304,7 +376,7 @@ class PushImageAction(_KeepsFindings):
 
         async def kill_pipeline() -> None:
             try:
-                await src.run(["pkill", "-f", token], timeout=15)
+                await src.run(["bash", "-c", KILL_PIPELINE, "sparktui-kill", token], timeout=30)
             except NodeError:
                 pass
 

@@ -84,7 +84,7 @@ class Investigate(Action):
                 if w.pid in alive:
                     w.alive = alive[w.pid]
         emit("progress", "workers: " + (", ".join(_describe(w) for w in n.workers) or "none found"))
-        n.threads.append(Sample(t, probe.threads_text(data)))
+        n.threads.append(Sample(t, probe.threads_text(data, {w.pid for w in n.workers})))
         live = [w for w in n.workers if w.alive]
         jobs = [self._ras(n, node, t, emit), self._gpu(n, node, t, emit), self._logs(ctx, n, node, rnd, emit)]
         if self.use_pyspy:

@@ -6,6 +6,7 @@ whatever the build contains.  No Textual here.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -79,4 +80,18 @@ def available() -> list[tuple[ActionEntry, "type[Action]"]]:
         cls = load(e)
         if cls is not None:
             out.append((e, cls))
+    return out
+
+
+def present() -> list[ActionEntry]:
+    """Entries whose module exists in this build, found without importing it (startup stays fast;
+    faces import an entry when it is first used, see ``load``)."""
+    out = []
+    for e in ENTRIES:
+        try:
+            found = importlib.util.find_spec(e.module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if found:
+            out.append(e)
     return out

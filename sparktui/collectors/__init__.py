@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from ..model import NodeReachability
 from ..nodes.base import HostKeyError, NodeError
@@ -48,6 +48,10 @@ class NodeCollectors:
         self.logs = LogState()
         self.docker: DockerWatch | None = None
         self._tasks: list[asyncio.Task] = []
+        # set by a face that can ask a person (the TUI's HostKeyModal): awaited with the
+        # HostKeyError, True = trust that exact key and reconnect now.  None: report and retry.
+        self.host_key_prompt: Callable[[HostKeyError], Awaitable[bool]] | None = None
+        self._asked: set[str] = set()  # fingerprints already refused: do not ask again
 
     async def run(self, emit: Callable[[object], None]) -> None:
         backoff = BACKOFF_MIN
@@ -58,6 +62,8 @@ class NodeCollectors:
                 await self.node.connect()
             except HostKeyError as exc:
                 error, delay = str(exc), BACKOFF_MAX  # needs a person: no point retrying fast
+                if await self._ask(exc, emit, down_since or time.time()):
+                    continue
             except NodeError as exc:
                 error, delay = str(exc), backoff
             else:
@@ -75,6 +81,30 @@ class NodeCollectors:
                                   retry_in=delay, backend=backend))
             await self._wait_retry(delay)
             backoff = min(backoff * 2, BACKOFF_MAX)
+
+    async def _ask(self, exc: HostKeyError, emit, since: float) -> bool:
+        prompt = self.host_key_prompt
+        if prompt is None or exc.fingerprint in self._asked:
+            return False
+        emit(NodeReachability(node=self.node_name, reachable=False, since=since, error=str(exc),
+                              retry_in=None, backend=self.cfg.backend))
+        try:
+            yes = await prompt(exc)
+        except Exception:
+            log.exception("%s: host-key prompt failed", self.node_name)
+            yes = False
+        if not yes:
+            self._asked.add(exc.fingerprint)
+            return False
+        trust = getattr(self.node, "trust_offered_key", None)
+        if trust is None:
+            return False
+        try:
+            await asyncio.to_thread(trust, exc.fingerprint)
+        except (NodeError, OSError) as err:
+            log.warning("%s: could not record the host key: %s", self.node_name, err)
+            return False
+        return True
 
     async def _connected(self, emit) -> str:
         """Run every loop until the connection is lost; return why."""

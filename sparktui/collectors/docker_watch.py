@@ -1,8 +1,8 @@
 """Containers of one node: the Docker events stream for changes, a slow reconcile poll for the full
 picture, and a log follower per container (resumed from its cursor after any break).
 
-The docker SDK is synchronous: short calls go through ``asyncio.to_thread``; the two kinds of
-endless streams (events, logs) get their own threads (``start_thread``).
+The docker SDK is synchronous: every call runs in its own daemon thread (``in_thread``/``start_thread``),
+so a call stuck on a dead socket never blocks the loop or its shutdown.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any, Callable
 
-from ..logs.follow import LogCursor, LogFollower, get_within, start_thread
+from ..logs.follow import LogCursor, LogFollower, get_within, in_thread, start_thread
 from ..model import ContainerChanged, ContainerInfo, ContainersSnapshot, ContainerState
 from ..probes.containers import STATE_ACTIONS, from_inspect, removed
 
@@ -73,7 +73,7 @@ class DockerWatch:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         # subscribe first, then list: a change between the two shows up as an event
-        self._events = await asyncio.to_thread(
+        self._events = await in_thread(
             client.api.events, since=int(time.time()) - 1, decode=True, filters={"type": "container"})
 
         def read_events() -> None:
@@ -104,7 +104,7 @@ class DockerWatch:
             reader.cancel()
 
     async def _reconcile(self) -> None:
-        conts = await asyncio.to_thread(self._client.containers.list, all=True)
+        conts = await in_thread(self._client.containers.list, all=True)
         infos = [from_inspect(c.attrs) for c in conts]
         current = {i.id: i for i in infos}
         for cid, old in self.known.items():
@@ -128,7 +128,7 @@ class DockerWatch:
                 self.emit(ContainerChanged(node=self.name, container=removed(old)))
             return
         try:
-            attrs = await asyncio.to_thread(self._client.api.inspect_container, cid)
+            attrs = await in_thread(self._client.api.inspect_container, cid)
         except Exception as exc:  # removed in between (--rm): the destroy event follows
             log.debug("%s: inspect %s: %s", self.name, cid[:12], exc)
             return
@@ -167,7 +167,7 @@ class DockerWatch:
             self.logs.last_seq[info.name] = f.cursor.seq
         # ended cleanly: the container stopped (log complete), or it restarted before we noticed
         try:
-            latest = from_inspect(await asyncio.to_thread(self._client.api.inspect_container, info.id))
+            latest = from_inspect(await in_thread(self._client.api.inspect_container, info.id))
         except Exception:
             return  # gone, or the Engine went away: the next session decides
         if latest.state is ContainerState.RUNNING:

@@ -4,7 +4,7 @@
 (weights 18/40 shards, KV cache sized, ...), merging the facts of several lines of one milestone
 (KV cache GiB + tokens + concurrency) into one text and one ``detail``.  ``note()`` lets the NCCL
 rank tracker report ``nccl_ready``.  ``open_phase()`` tells the end-of-input check which phase a
-log stopped in (weights loading at 45 %).
+log stopped in (weights loading at 45 %, or a [[phase]] of milestones.toml started and not ended).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ class Rule:
     progress: tuple[str, ...] = ()
     detail: tuple[str, ...] = ()
     one_shot: bool = False
+    kind: str = "milestone"  # milestone | phase_start | phase_end ([[phase]] tables)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,21 @@ def parse_rules(text: str, path: str = "milestones.toml") -> Rules:
             if not any(lit in ex for lit in prefilter) or not rx.search(ex):
                 raise CatalogueError(f"{where}: example not matched: {ex[:80]!r}")
         rules.append(rule)
+    for i, raw in enumerate(data.get("phase", [])):
+        pid = raw.get("id")
+        where = f"{path}: phase #{i + 1} ({pid!r})"
+        for end in ("start", "end"):
+            try:
+                rx = re.compile(raw[end])
+            except (KeyError, re.error) as exc:
+                raise CatalogueError(f"{where}: bad or missing {end}: {exc}") from None
+            lits = tuple(raw.get(f"{end}_prefilter", ()))
+            if not lits:
+                raise CatalogueError(f"{where}: needs {end}_prefilter")
+            rules.append(Rule(str(pid), rx, lits, str(raw.get("text", pid)), kind=f"phase_{end}"))
+        for ex in raw.get("examples", ()):
+            if not any(r.pattern.search(ex) for r in rules[-2:]):
+                raise CatalogueError(f"{where}: example not matched: {ex[:80]!r}")
     for mid in MILESTONE_ORDER:
         labels.setdefault(mid, mid.replace("_", " "))
     return Rules(tuple(rules), labels)
@@ -97,6 +113,7 @@ class MilestoneTracker:
         self.reached: dict[str, Milestone] = {}
         self.progress: dict[str, float] = {}
         self.generation = 0  # bumps when the process restarts in the same log (a new run)
+        self.phases: dict[str, tuple[int, str]] = {}  # open [[phase]]s: id -> (line, text)
 
     def reset(self) -> None:
         self._parts.clear()
@@ -104,6 +121,7 @@ class MilestoneTracker:
         self._last.clear()
         self.reached.clear()
         self.progress.clear()
+        self.phases.clear()
         self.generation += 1
 
     def match(self, line: str, lineno: int, only: Iterable[int] | None = None) -> list[Milestone]:
@@ -119,6 +137,12 @@ class MilestoneTracker:
             for m in rule.pattern.finditer(line):  # the last match: progress bars redraw in place
                 pass
             if m is None:
+                continue
+            if rule.kind != "milestone":
+                if rule.kind == "phase_start":
+                    self.phases[rule.id] = (lineno, rule.text)
+                else:
+                    self.phases.pop(rule.id, None)
                 continue
             if rule.id == "container_started" and self.reached:
                 self.reset()  # the process started again in the same log: a new run
@@ -170,9 +194,12 @@ class MilestoneTracker:
         self.reached[mid] = ms
         return ms
 
-    def open_phase(self) -> Milestone | None:
-        """The milestone a log stopped inside, if any: weights loading below 100 % with nothing
-        later."""
+    def open_phase(self) -> tuple[int | None, str] | None:
+        """(line, description) of the phase a log stopped inside, if any: weights loading below
+        100 % with nothing later, or a [[phase]] started and never ended (the latest one)."""
+        if self.phases:
+            line, text = max(self.phases.values())
+            return line, text
         loading = self.reached.get("weights_loading")
         if loading is None:
             return None
@@ -181,4 +208,4 @@ class MilestoneTracker:
             return None
         if loading.progress is not None and loading.progress >= 1.0:
             return None
-        return loading
+        return loading.line, loading.text

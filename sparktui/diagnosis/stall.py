@@ -31,6 +31,7 @@ class ProgressSample:
     source: str  # "ras rank 0", "metrics tokens", ...
     value: float
     ts: float = field(default_factory=time.time)
+    busy: bool | None = None  # False: the node has no work queued (vLLM: no request running or waiting)
 
 
 @lru_cache(maxsize=1)
@@ -108,8 +109,11 @@ class StallDetector:
             self._counters[key] = event.value
             if prev is not None and event.value != prev:
                 self._progress(key, now)
-            elif prev is None and key in self.sources:
-                pass
+            if event.busy is not None:
+                # an idle server's frozen counters are not a hang; queued work makes silence count again
+                for k, src in self.sources.items():
+                    if k[0] == event.node:
+                        src.idle = not event.busy
         elif isinstance(event, GpuSample):
             for g in event.gpus:
                 if g.power_w is not None and g.power_limit_w and g.power_w > _data()["gpu_frac"] * g.power_limit_w:

@@ -107,6 +107,12 @@ async def get_within(q: "asyncio.Queue[Any]", timeout: float) -> Any:
     return getter.result()
 
 
+def in_thread(fn: Callable[..., Any], *args: Any, **kw: Any) -> "asyncio.Future[Any]":
+    """A blocking SDK call in its own daemon thread.  Unlike ``asyncio.to_thread`` (the default
+    executor), a call stuck on a dead socket never holds up the loop's shutdown."""
+    return start_thread(lambda: fn(*args, **kw), getattr(fn, "__name__", "blocking"))
+
+
 def _set(fut: asyncio.Future, res: Any, exc: BaseException | None) -> None:
     if fut.done():
         return

@@ -10,6 +10,7 @@ import asyncio
 import os
 from typing import TYPE_CHECKING, AsyncIterator, Sequence
 
+from ..logs.follow import in_thread
 from .base import CommandResult, NodeError, NotSupported
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ class LocalNode:
             def _make() -> "docker.DockerClient":
                 return docker.DockerClient(base_url="unix://" + sock, timeout=30)
 
-            self._docker = await asyncio.to_thread(_make)
+            self._docker = await in_thread(_make)
         return self._docker
 
     async def close(self) -> None:

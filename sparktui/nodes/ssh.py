@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, AsyncIterator, Sequence
 import asyncssh
 
 from . import hostkeys
+from ..logs.follow import in_thread
 from .base import CommandResult, HostKeyError, NodeError, NodeUnreachable, NotSupported, quote_argv
 
 if TYPE_CHECKING:
@@ -259,7 +260,7 @@ class SshNode:
             return docker.DockerClient(base_url="unix://" + local, timeout=30)
 
         try:
-            client = await asyncio.to_thread(_make)
+            client = await in_thread(_make)
         except docker.errors.DockerException as exc:
             self._drop_docker()
             raise NotSupported(f"{self.name}: no Docker Engine at {self.cfg.docker_socket} ({_short(exc)})") from None

@@ -171,8 +171,8 @@ def scan(pids=None, run_dir="", sample=1.0):
                 found.append({"pid": pid, "alive": False})
             continue
         cmdline = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
-        if not cmdline:
-            continue
+        if not cmdline or MARKER in cmdline:
+            continue  # this probe, or another node's copy of it on a shared kernel (test bed)
         env = _env(pid)
         if env is None:
             denied += 1

@@ -75,11 +75,11 @@ def usr1_caught(data: dict[str, Any]) -> set[int]:
     return {int(w["pid"]) for w in data.get("workers", []) if int(w.get("sigcgt") or 0) & SIGUSR1_BIT}
 
 
-def threads_text(data: dict[str, Any]) -> str:
-    """The scan's thread rows in the bundle's threads.txt form."""
+def threads_text(data: dict[str, Any], pids: set[int] | None = None) -> str:
+    """The scan's thread rows in the bundle's threads.txt form (only ``pids`` when given)."""
     lines = []
     for w in data.get("workers", []):
-        if not w.get("alive"):
+        if not w.get("alive") or (pids is not None and int(w["pid"]) not in pids):
             continue
         lines.append(f"## rank {w.get('rank') if w.get('rank') is not None else '?'} pid {w['pid']}")
         for tid, comm, state, wchan, ticks, cpu in w.get("threads", []):

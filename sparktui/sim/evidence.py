@@ -211,9 +211,21 @@ def _ping(node: "SimNode", argv: list[str], stdin):
                "rtt min/avg/max/mdev = 0.211/0.212/0.213/0.001 ms\n"), b""
 
 
+def _docker(prev):
+    """``docker ps -q --no-trunc`` (which containers are this node's own); the rest as before."""
+    def handler(node: "SimNode", argv: list[str], stdin):
+        if argv[1:2] == ["ps"] and "-q" in argv:
+            full = "--no-trunc" in argv
+            ids = [c.id if full else c.short_id for c in node.containers() if c.state.value == "running"]
+            return 0, "".join(i + "\n" for i in ids), b""
+        return prev(node, argv, stdin) if prev else (127, b"", b"bash: docker: command not found\n")
+    return handler
+
+
 def register(node: "SimNode") -> None:
     from .node import COMMANDS
 
+    node.register_command("docker", _docker(node.commands.get("docker") or COMMANDS.get("docker")))
     node.register_command("python3", _python3(node.commands.get("python3") or COMMANDS.get("python3")))
     node.register_command("py-spy", _pyspy_cmd)
     node.register_command("kill", _kill)

@@ -37,7 +37,6 @@ class Engine:
         self.stuck = threading.Event()  # desync: generation never finishes
         self.fields = os.environ.get("SPARKTUI_STANDIN_REASONING_FIELDS", "both")
         self.fault_after = int(os.environ.get("SPARKTUI_STANDIN_FAULT_AFTER", "1"))
-        self.last_log = time.monotonic()
 
     def answer(self, messages: list, max_tokens: int | None, thinking: bool) -> tuple[str | None, str | None, str, int]:
         """(reasoning, content, finish_reason, prompt_tokens): deterministic from the prompt."""
@@ -279,10 +278,8 @@ def _die(engine: Engine) -> None:
     os._exit(1)
 
 
-# ---------------------------------------------------------------------------- start-up
-
-
 def stats_loop(engine: Engine) -> None:
+    """vLLM's periodic `Engine 000: Avg prompt throughput ...` line, while there is traffic."""
     every = float(os.environ.get("SPARKTUI_STANDIN_LOG_EVERY", "10"))
     tmpl = engine.log.blocks["blocks"]["serve_metrics"].strip("\n")
     last_p = last_g = 0

@@ -66,6 +66,7 @@ class SparkApp(App[int]):
         self._last_refresh = 0.0
         self.refreshes = 0
         self._host_keys_asked: set[tuple[str, str]] = set()
+        self.broken_actions: dict[str, str] = {}  # guided actions whose module fails to import
         self._asking_host_key = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -78,6 +79,7 @@ class SparkApp(App[int]):
             self.set_keymap(user_keys)
         self._unsubscribe = self.engine.subscribe(self._on_batch)
         await self.push_screen(MainScreen())
+        self.call_after_refresh(self._verify_actions)
         if self.live:
             await self.engine.start()
             self.set_interval(1.0, self._tick)
@@ -210,7 +212,21 @@ class SparkApp(App[int]):
         screen.active_pane.log_view.set_source(source)
         screen.active_pane.sync_cursor()
 
+    def _verify_actions(self) -> None:
+        self.run_worker(self._import_actions, thread=True, exit_on_error=False, group="verify-actions",
+                        description="import the guided actions")
+
+    def _import_actions(self) -> None:
+        """After the first paint: import each guided action once; one that fails is hidden."""
+        for entry in registry.present():
+            if registry.load(entry) is None:
+                self.broken_actions[entry.name] = f"{entry.module} does not import"
+        if self.broken_actions:
+            self.call_from_thread(self.refresh_bindings)
+
     def action_allowed(self, name: str) -> bool:
+        if self._nodes_factory is None or name in self.broken_actions:  # a replay: no node to act on
+            return False
         entry = registry.entry(name)
         return not (entry is not None and entry.mutating and self.read_only)
 

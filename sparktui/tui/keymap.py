@@ -66,7 +66,7 @@ def _load_file(path: Path) -> list[Entry]:
 def entries() -> tuple[Entry, ...]:
     """Every binding: the data file, then one per guided action available in this build."""
     out = _load_file(KEYMAP_FILE)
-    for ae, _cls in registry.available():
+    for ae in registry.present():
         out.append(Entry(id=f"action-{ae.name}", keys=ae.key, action=f"guided('{ae.name}')",
                          description=ae.title, scope="main", palette="action", show=False,
                          mutating=ae.mutating))

@@ -22,8 +22,8 @@ class SparkCommands(Provider):
         for e in keymap.entries():
             if not e.palette:
                 continue
-            if e.mutating and not app.action_allowed(e.action.split("'")[1] if "'" in e.action else e.action):
-                continue
+            if e.id.startswith("action-") and not app.action_allowed(e.id[len("action-"):]):
+                continue  # hidden when read-only (mutating) or when there is no node to act on
             target = "app." if e.scope == "app" else "screen."
             keys = ", ".join(keymap.display_key(k) for k in e.key_list)
             out.append((f"{e.palette}: {e.description}", f"key {keys}", target + e.action))

@@ -218,3 +218,69 @@ def _fingerprint(pub: Path) -> str:
 
     out = subprocess.run(["ssh-keygen", "-lf", str(pub)], capture_output=True, text=True, check=True).stdout
     return out.split()[1]
+
+
+async def test_host_key_prompt_yes_records_key_and_connects(bed, tmp_path):
+    """The TUI path: the collector asks (HostKeyModal would), a yes writes that key and connects."""
+    import dataclasses
+
+    from sparktui.collectors import NodeCollectors
+
+    config = load_config(bed.config)
+    kh = tmp_path / "known_hosts"
+    kh.write_text("")
+    cfg = dataclasses.replace(config.node("spark2"), known_hosts=str(kh))
+    asked = []
+
+    async def prompt(err):
+        asked.append(err)
+        return True
+
+    up = asyncio.Event()
+    col = NodeCollectors(make_node(cfg), cfg, config)
+    col.host_key_prompt = prompt
+    task = asyncio.create_task(col.run(lambda e: up.set() if isinstance(e, NodeReachability) and e.reachable else None))
+    try:
+        await asyncio.wait_for(up.wait(), 10)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await col.close()
+    assert len(asked) == 1 and asked[0].fingerprint == _fingerprint(bed.host_key_pub("spark2"))
+    assert not asked[0].changed
+    assert kh.read_text().split()[0] == bed.nodes["spark2"]["address"]
+
+
+async def test_ssh_config_alias_and_proxyjump(bed, tmp_path):
+    """Host aliases, User, IdentityFile, UserKnownHostsFile and ProxyJump come from ssh config."""
+    from sparktui.config import NodeConfig
+    from sparktui.nodes.ssh import SshNode
+
+    config = load_config(bed.config)
+    s1, s2 = config.node("spark1"), config.node("spark2")
+    conf = tmp_path / "ssh_config"
+    conf.write_text(f"""\
+Host hop
+    HostName {s1.host}
+    User root
+    IdentityFile {s1.identity_file}
+    UserKnownHostsFile {s1.known_hosts}
+Host far
+    HostName {s2.host}
+    User root
+    ProxyJump hop
+    IdentityFile {s2.identity_file}
+    UserKnownHostsFile {s2.known_hosts}
+""")
+    for alias, want in (("hop", s1), ("far", s2)):
+        node = SshNode(NodeConfig(name=alias, host=alias, ssh_config=str(conf), docker_socket=want.docker_socket))
+        try:
+            await node.connect()
+            res = await node.run(["sh", "-c", "echo $DOCKER_HOST"])
+            assert res.text.strip() == f"unix://{want.docker_socket}"
+            # a hostile-looking argument stays one argument: nothing is executed from it
+            marker = tmp_path / "pwned"
+            res = await node.run(["ls", f"a b'$(touch {marker})"])
+            assert res.returncode != 0 and not marker.exists()
+        finally:
+            await node.close()

@@ -249,3 +249,43 @@ async def test_engine_batches_coalesce_into_one_refresh(make_app):
         await pilot.pause()
         assert app.refreshes - before == 1
         assert "burst 49" in screen_text(app)
+
+
+async def test_a_subclass_screen_renders_events_once(make_app, sample_actions):
+    from sparktui.tui.messages import ActionProgress
+
+    class OneRowPerEvent(ActionScreen):
+        def on_action_progress(self, message: ActionProgress) -> None:
+            self.events.append(message.event)
+
+    from sparktui.actions import registry
+    import tui_sample_actions as sa
+
+    app = make_app(t=5)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = OneRowPerEvent(registry.entry("echo-test"), sa.EchoAction)
+        app.push_screen(screen)
+        await wait_for(pilot, lambda: screen.result is not None, "result")
+        assert [e.status for e in screen.events] == ["started", "ok"]  # once each, not twice
+        assert not screen.query_one("DataTable").rows  # the base handler stood back
+
+
+async def test_an_action_whose_module_fails_to_import_is_hidden(make_app, monkeypatch):
+    from sparktui.actions import registry
+
+    broken = registry.ActionEntry("broken-test", "Broken", "tui_broken_action", "BrokenAction", False, "x")
+    monkeypatch.setattr(registry, "ENTRIES", (broken,))
+    keymap.entries.cache_clear()
+    try:
+        app = make_app(t=5)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await app.workers.wait_for_complete()
+            await wait_for(pilot, lambda: "broken-test" in app.broken_actions, "import check")
+            assert app.screen.check_action("guided", ("broken-test",)) is False
+            assert not any("Broken" in t for t, _, _ in SparkCommands(app.screen)._commands())
+            await pilot.press("x")
+            await pilot.pause()
+            assert not isinstance(app.screen, ActionScreen)
+    finally:
+        monkeypatch.undo()
+        keymap.entries.cache_clear()

@@ -178,3 +178,17 @@ def test_nodes_running_different_image_ids_raise_image_mismatch():
     assert [e.finding.id for e in evs] == ["image_mismatch"]
     assert any("spark1" in e for e in evs[0].finding.evidence) and any("spark2" in e for e in evs[0].finding.evidence)
     assert dg.feed(snap("spark2", "sha256:" + "b" * 64)) == []  # reported once
+
+
+def test_sglang_log_ending_inside_distributed_init_is_a_suspected_hang():
+    # the story of seed-systems §5: both ranks print this, then nothing
+    lines = ["[2026-02-27 17:00:00 TP0] Init torch distributed begin.",
+             "[2026-02-27 17:00:01 TP0] CustomAllreduce is disabled because this process group spans across nodes."]
+    dg = Diagnoser()
+    dg.feed_lines("sglang-node0", lines)
+    fin = [e.finding for e in dg.finish()]
+    assert [(f.id, f.line) for f in fin] == [("suspected_hang", 1)]
+    assert "torch.distributed init" in fin[0].title and any("CustomAllreduce" in e for e in fin[0].evidence)
+    done = Diagnoser()
+    done.feed_lines("ok", lines + ["[2026-02-27 17:00:09 TP0] Init torch distributed ends. mem usage=0.35 GB"])
+    assert done.finish() == []

@@ -125,3 +125,19 @@ def test_coll_opcount_flood_names_the_lower_rank():
     assert "0x1387" in behind[0]["reason"] and "0x1388" in behind[0]["reason"]
     ranks = {r["rank"]: r["comms"][0]["max_op_count"] for r in dg.summary()["nccl"]}
     assert ranks == {0: 5000, 1: 4999}
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_REAL = (FIX / "watchdog.rank0.log").read_text().split("\n")[:90]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.text(max_size=400), st.binary(max_size=400),
+                 st.tuples(st.sampled_from(_REAL), st.text(max_size=30), st.integers(0, 200)).map(
+                     lambda t: t[0][:t[2]] + t[1] + t[0][t[2]:])))
+def test_parsers_never_raise(text):
+    p = parse_nccl_line(text)
+    assert p is None or p.level in ("INFO", "WARN", "TRACE", "CALL", "ERROR", "ABORT")
+    parse_watchdog_line(text if isinstance(text, str) else text.decode("utf-8", "replace"))

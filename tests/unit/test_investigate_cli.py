@@ -54,3 +54,16 @@ def test_offline_path_needs_no_textual():
             f"sys.exit(main(['investigate', '--offline', {str(FIX / 'nccl-2gpu' / 'watchdog')!r}]))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 1 and "R4: Collective desync" in res.stdout, res.stderr
+
+
+def test_live_local_path_needs_no_textual(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[cluster]\nname = "nothing_here"\n[[node]]\nname = "me"\nbackend = "local"\n')
+    code = ("import sys; sys.modules['textual'] = None\n"
+            "from sparktui.cli import main\n"
+            f"sys.exit(main(['investigate', '--config', {str(cfg)!r}, '--json', '--interval', '1']))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode in (0, 1), res.stderr[-2000:]
+    out = json.loads(res.stdout)
+    assert out["action"] == "investigate" and out["verdict"]["rule"]
+    assert "round 1" in res.stderr

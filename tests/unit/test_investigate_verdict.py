@@ -117,3 +117,11 @@ def test_device_run_replays_offline_to_the_live_verdict(mode):
         assert summary["hang_to_suspected_s"] is not None and summary["hang_to_verdict_s"] is not None
     else:
         assert summary["false_alarm"] is False and v.exit_code == 0
+
+
+def test_oom_kill_in_kernel_log_is_a_dead_peer():
+    ((_, ev),) = read_bundle(CAP / "desync_ras")
+    ev.nodes[0].dmesg = ["[Sun Nov 29 19:21:40 2026] Out of memory: Killed process 927 (python3) total-vm:1234kB"]
+    v = decide(ev)
+    assert v.rule == "R1" and v.finding_ids[0] == "host_oom_killed"
+    assert any("dmesg: " in line for line in v.evidence["local"])

@@ -75,6 +75,9 @@ class ActionScreen(Screen[None]):
 
     # ------------------------------------------------------------------ messages
     def on_action_progress(self, message: ActionProgress) -> None:
+        # Textual also calls a base class's handler: a subclass that renders events itself wins
+        if type(self).on_action_progress is not ActionScreen.on_action_progress:
+            return
         ev = message.event
         self.events.append(ev)
         table = self.query_one(DataTable)
@@ -92,6 +95,8 @@ class ActionScreen(Screen[None]):
             self.query_one(Log).write_line(f"{ev.step} [{ev.status}] {ev.message}")
 
     def on_action_done(self, message: ActionDone) -> None:
+        if type(self).on_action_done is not ActionScreen.on_action_done:
+            return
         self.result = message.result  # type: ignore[assignment]
         self._show_result()
 

@@ -95,7 +95,8 @@ class MainScreen(Screen[None]):
         error_nodes = {f.node for f in findings if f.severity == "error"}
         for pane in self.panes:
             pane.update_from(state.nodes.get(pane.node), now, has_error=pane.node in error_nodes)
-        self.query_one(FindingsStrip).show(findings, self._investigate_key)
+        key = self._investigate_key if self._investigate_key and app.action_allowed("investigate") else None
+        self.query_one(FindingsStrip).show(findings, key)
         self._switcher()
 
     def _topbar(self) -> None:

@@ -1,0 +1,97 @@
+"""Image push node->node on the test bed: sparktui's push-image vs the plain
+`docker save IMAGE | ssh peer docker load` run on the same source node to the same peer.
+
+Both start from the same state (image absent on the target) and alternate; figures are medians of
+>= 5 runs.  Budget: push throughput >= 0.95 x the plain pipeline.  Brings up its own test bed
+(scripts/testbed up --scenario seed) unless SPARKTUI_BENCH_BED / SPARKTUI_BENCH_NET name a seeded one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTBED = ROOT / "scripts" / "testbed"
+IMAGE = "vllm-node"
+RUNS = 5
+
+
+def _bed() -> tuple[Path, dict, bool]:
+    d = os.environ.get("SPARKTUI_BENCH_BED")
+    env = {**os.environ, "SPARKTUI_TESTBED_DIR": d or f"/tmp/tbb-{os.getpid()}",
+           "SPARKTUI_TESTBED_NET": os.environ.get("SPARKTUI_BENCH_NET") or f"127.67.{os.getpid() % 250}"}
+    own = not d
+    if own or not (Path(env["SPARKTUI_TESTBED_DIR"]) / "cluster.toml").exists():
+        subprocess.run([str(TESTBED), "up", "--scenario", "seed"], env=env, check=True, capture_output=True, timeout=900)
+    return Path(env["SPARKTUI_TESTBED_DIR"]), env, own
+
+
+async def _measure(cfg_path: Path) -> tuple[list[float], list[float], int]:
+    sys.path.insert(0, str(ROOT))
+    from sparktui.actions.base import ActionContext
+    from sparktui.actions.cli_runner import make_nodes
+    from sparktui.actions.image import PushImageAction
+    from sparktui.config import load_config
+    from sparktui.probes.image import inspect_image
+
+    config = load_config(cfg_path)
+    nodes = make_nodes(config)
+    src, dst = config.nodes[0], config.nodes[1]
+    push = PushImageAction(image=IMAGE, source=src.name, targets=[dst.name])
+    ssh_args = push._ssh_args(ActionContext(config, nodes), dst.name)
+    size = (await inspect_image(nodes[src.name], IMAGE)).size
+    dclient = await nodes[dst.name].docker()
+
+    async def drop() -> None:
+        await asyncio.to_thread(lambda: dclient.api.remove_image(IMAGE, force=True))
+
+    plain, ours = [], []
+    try:
+        for i in range(RUNS):
+            for kind in (("plain", "ours") if i % 2 == 0 else ("ours", "plain")):
+                await drop()
+                t0 = time.perf_counter()
+                if kind == "plain":
+                    r = await nodes[src.name].run(
+                        ["bash", "-c", 'set -o pipefail; img=$1; shift; docker save "$img" | ssh "$@"', "bench",
+                         IMAGE, *ssh_args], timeout=600)
+                    assert r.ok, r.err_text
+                    plain.append(time.perf_counter() - t0)
+                else:
+                    res = await push.run(ActionContext(config, nodes, assume_yes=True))
+                    assert res.ok, res.summary
+                    ours.append(time.perf_counter() - t0)
+    finally:
+        for n in nodes.values():
+            await n.close()
+    return plain, ours, size
+
+
+def main(args) -> list[dict]:
+    bed, env, own = _bed()
+    try:
+        plain, ours, size = asyncio.run(_measure(bed / "cluster.toml"))
+    finally:
+        if own:
+            subprocess.run([str(TESTBED), "down"], env=env, capture_output=True, timeout=300)
+    mb = size / 1e6
+    p, o = statistics.median(plain), statistics.median(ours)
+    ratio = p / o  # throughput ratio = inverse time ratio (same bytes)
+    return [
+        {"what": f"push-image {IMAGE} ({mb:.0f} MB) node->node, median of {RUNS}", "value": mb / o, "unit": "MB/s",
+         "budget": "-", "ok": None},
+        {"what": "docker save | ssh peer docker load, same pair", "value": mb / p, "unit": "MB/s", "budget": "-", "ok": None},
+        {"what": "push-image throughput / plain pipeline", "value": ratio, "unit": "x", "budget": ">= 0.95",
+         "ok": ratio >= 0.95},
+    ]
+
+
+if __name__ == "__main__":
+    for row in main(sys.argv[1:]):
+        print(row)

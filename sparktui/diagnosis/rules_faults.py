@@ -1,0 +1,190 @@
+"""Hang rules for faults: R1 peer dead, R2/R3 init hangs (bootstrap / transport), R6 fabric.
+
+Pure functions of the gathered facts (verdict._Ctx); each notes the lines it relied on, per node.
+"""
+
+from __future__ import annotations
+
+from . import pyspy as pyspy_mod
+from .facts import RankFacts
+from .verdict import Verdict, _Ctx, _desync_in_logs, _who
+
+
+# --------------------------------------------------------------------------- R1
+
+
+def rule_r1(c: _Ctx) -> Verdict | None:
+    dead: list[RankFacts] = []
+    why: list[str] = []
+    conf = 0.0
+    for nf in c.nodes:
+        for _, st in nf.ras:
+            for m in st.dead_ranks:
+                rf = next((r for r in c.ranks if r.rank == m.rank), None)
+                if rf and rf not in dead:
+                    dead.append(rf)
+                state = "considered dead" if m.considered_dead else "unresponsive"
+                c.note(nf.node, f"RAS: rank {m.rank} {state} (host {m.host or '?'}, pid {m.pid or '?'})")
+                why.append(f"RAS says {state}")
+                conf = max(conf, 0.9)
+    alive = [r for r in c.ranks if r.alive]
+    for r in c.ranks:
+        if r.alive is False and alive and (r.has("init_complete") or r.has("init_start") or r.pid):
+            if r not in dead:
+                dead.append(r)
+            c.note(r, f"process {r.pid or '?'} is gone; its log ends: {r.last_line[:160]}")
+            why.append("its process is gone")
+            conf = max(conf, 0.8)
+    if not _desync_in_logs(c.ranks):
+        for r in c.ranks:
+            m = r.first("conn_closed") or r.first("remote_exited")
+            if m:
+                c.note(r, m.line[:200])
+                peers = [p for p in c.ranks if p is not r and (p.alive is False or p in dead)] or \
+                        [p for p in c.ranks if p is not r and not p.first("conn_closed")]
+                for p in peers[:1]:
+                    if p not in dead:
+                        dead.append(p)
+                    if p.alive is False:
+                        c.note(p, f"process {p.pid or '?'} is gone; its log ends: {p.last_line[:160]}")
+                why.append("its peer saw the connection close")
+                conf = max(conf, 0.75 if peers else 0.6)
+    for n in c.ev.nodes:
+        for line in n.dmesg:
+            if "Out of memory: Killed process" in line or "NVRM: Xid" in line:
+                c.note(n.node, "dmesg: " + line[:200])
+                why.append("the kernel log shows " + ("an OOM kill" if "Out of memory" in line else "a GPU Xid"))
+                conf = max(conf, 0.85)
+        if not n.reachable:
+            c.note(n.node, f"node unreachable: {n.error}")
+            why.append(f"node {n.node} is unreachable")
+            conf = max(conf, 0.6)
+    if not why:
+        return None
+    who = _who(dead) if dead else ", ".join(n.node for n in c.ev.nodes if not n.reachable) or "a peer"
+    ids = ["engine_dead"] if not dead else ["nccl_network_error"]
+    if any("OOM kill" in w for w in why):
+        ids.insert(0, "host_oom_killed")
+    return c.make("R1", True, ids, conf + 0.03 * (len(why) - 1),
+                  who=who, why="; ".join(dict.fromkeys(why)))
+
+
+# --------------------------------------------------------------------------- R2 / R3
+
+
+def rule_r2_r3(c: _Ctx) -> Verdict | None:
+    started = [r for r in c.ranks if r.has("init_start")]
+    complete = [r for r in c.ranks if r.has("init_complete")]
+    rdv = [r for r in c.ranks if r.has("rendezvous_wait") or (r.where and all(w == "rendezvous" for w in r.where))]
+    noif = [r for r in c.ranks if r.has("bootstrap_noif")]
+    if noif:
+        for r in noif:
+            c.note(r, r.first("bootstrap_noif").line[:200])
+            ifname = r.env.get("NCCL_SOCKET_IFNAME", "")
+            if ifname:
+                c.note(r, f"NCCL_SOCKET_IFNAME={ifname}")
+        ifname = next((r.env.get("NCCL_SOCKET_IFNAME") for r in noif if r.env.get("NCCL_SOCKET_IFNAME")), "")
+        fix = (f"NCCL_SOCKET_IFNAME{'=' + ifname if ifname else ''} matches no interface on {noif[0].node or 'the node'}: "
+               "set it (and GLOO_SOCKET_IFNAME) to the fabric interface on every node, then restart both ranks.")
+        return c.make("R2", True, ["nccl_comm_init_failed", "wrong_network_interface"], 0.9, who=_who(noif), fix=fix)
+    if rdv:
+        world = max((r.world_size or 0 for r in c.ranks), default=0)
+        for r in rdv:
+            m = r.first("rendezvous_wait")
+            if m:
+                c.note(r, m.line[:200])
+                world = max(world, int(m.groups[2]))
+            for t, d in r.pyspy[:1]:
+                c.note(r, f"py-spy: waiting in {pyspy_mod.top_frame(d)}")
+            addr = r.env.get("MASTER_ADDR")
+            if addr:
+                c.note(r, f"MASTER_ADDR={addr} MASTER_PORT={r.env.get('MASTER_PORT', '?')}")
+        present = {r.rank for r in c.ranks if r.rank is not None and (r.alive or r.alive is None)}
+        missing = [k for k in range(world) if k not in present] if world else []
+        who = ", ".join(f"rank {k}" for k in missing) + " never joined" if missing else _who(rdv) + " waiting"
+        addr = next((f"{r.env['MASTER_ADDR']}:{r.env.get('MASTER_PORT', '?')}" for r in rdv if r.env.get("MASTER_ADDR")),
+                    "MASTER_ADDR:MASTER_PORT")
+        fix = (f"Start (or restart) {', '.join(f'rank {k}' for k in missing) or 'the missing ranks'} and check it reaches "
+               f"the rendezvous at {addr} (same MASTER_ADDR/PORT, firewall, VLLM_HOST_IP on the fabric).")
+        ids = ["nccl_init_hang"] + (["rendezvous_timeout"] if any(r.has("rendezvous_wait") for r in rdv) else [])
+        return c.make("R2", True, ids, 0.85 if missing else 0.7, who=who, fix=fix, missing=missing)
+    missing = _never_joined(c)
+    if missing and not complete:
+        waiting = [r for r in c.ranks if r.alive or r.alive is None]
+        for r in waiting:
+            c.note(r, f"alive, WORLD_SIZE={r.world_size}, no NCCL communicator yet; last line: {r.last_line[:140]}")
+            for _, d in r.pyspy[-1:]:
+                c.note(r, f"py-spy: {pyspy_mod.where(d)} in {pyspy_mod.top_frame(d)}")
+        for n in c.ev.nodes:
+            for chk in n.fabric:
+                if chk.get("check") == "tcp_connect":
+                    c.note(n.node, f"TCP {chk['target']}: {'ok' if chk.get('ok') else 'failed ' + str(chk.get('detail', ''))[:80]}")
+        who = ", ".join(f"rank {k}" for k in missing) + " never joined"
+        addr = next((f"{r.env['MASTER_ADDR']}:{r.env.get('MASTER_PORT', '?')}" for r in waiting if r.env.get("MASTER_ADDR")),
+                    "MASTER_ADDR:MASTER_PORT")
+        fix = (f"Start {', '.join(f'rank {k}' for k in missing)} (it never reached the rendezvous at {addr}); check its "
+               "node, its launcher's log and that it uses the same MASTER_ADDR/PORT and WORLD_SIZE.")
+        return c.make("R2", True, ["nccl_init_hang"], 0.8, who=who, fix=fix, missing=missing)
+    stuck = [r for r in started if not r.has("init_complete")]
+    if not stuck:
+        return None
+    transport = [r for r in stuck if r.has("channel") or r.has("ib_using") or r.has("ibv_failed")]
+    for r in stuck:
+        c.note(r, f"Init START without COMPLETE; last NCCL line: {r.last_nccl[:180]}")
+        for kind in ("connect_retry", "connect_failed", "ibv_failed", "bootstrap_if"):
+            m = r.first(kind)
+            if m:
+                c.note(r, m.line[:200])
+        tops = [pyspy_mod.top_frame(d) for _, d in r.pyspy]
+        if tops:
+            c.note(r, f"py-spy: {tops[-1]}")
+        busy = sum(1 for t in r.threads if t.state == "R")
+        if r.threads:
+            c.note(r, f"threads: {len(r.threads)} ({busy} running)")
+    for r in complete:
+        c.note(r, "Init COMPLETE")
+        if r.pyspy:
+            c.note(r, f"py-spy: waits in {pyspy_mod.top_frame(r.pyspy[-1][1])} (its peer never connected)")
+        if r.gpu and r.gpu[-1].util is not None:
+            c.note(r, f"GPU {r.gpu[-1].index}: {r.gpu[-1].util:.0f}% util at {r.gpu[-1].power_w or 0:.0f} W")
+    if transport or (complete and stuck):
+        who = _who(stuck)
+        return c.make("R3", True, ["nccl_init_hang"] + (["nccl_ib_error"] if any(r.has("ibv_failed") for r in stuck) else []),
+                      0.75, who=who)
+    retry = [r for r in stuck if r.has("connect_retry") or r.has("connect_failed")]
+    fix = ("Rank(s) cannot reach their peer's bootstrap address: check both nodes' bootstrap IPs are on one subnet, "
+           "pin NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to the fabric interface, check firewalls; then restart both ranks."
+           if retry else
+           "Init started but bootstrap never finished: check every rank was started with the same world size and "
+           "MASTER_ADDR, and that NCCL_SOCKET_IFNAME names the fabric interface on each node; restart both ranks.")
+    return c.make("R2", True, ["nccl_init_hang"], 0.8 if retry else 0.7, who=_who(stuck), fix=fix)
+
+
+def _never_joined(c: _Ctx) -> list[int]:
+    """Ranks of the declared world that no node shows at all (no process, no log, no RAS entry)."""
+    world = max((r.world_size or 0 for r in c.ranks if r.alive), default=0)
+    if not world:
+        return []
+    seen = {r.rank for r in c.ranks if r.rank is not None}
+    seen |= {rr.rank for nf in c.nodes for _, st in nf.ras for cm in st.comms for rr in cm.ranks}
+    return [k for k in range(world) if k not in seen]
+
+
+# --------------------------------------------------------------------------- R6
+
+
+def rule_r6(c: _Ctx) -> Verdict | None:
+    bad: list[str] = []
+    for r in c.ranks:
+        m = r.first("ib_completion")
+        if m:
+            c.note(r, m.line[:200])
+            bad.append(f"{r.label} (completion error)")
+    for n in c.ev.nodes:
+        for chk in n.fabric:
+            if chk.get("check") == "ping_mtu" and chk.get("ok") is False:
+                c.note(n.node, f"ping -M do to {chk.get('target')} failed: {chk.get('detail', '')[:120]}")
+                bad.append(f"{n.node} -> {chk.get('target')}")
+    if not bad:
+        return None
+    return c.make("R6", True, ["nccl_network_error"], 0.7 + 0.05 * min(3, len(bad)), who=", ".join(bad))

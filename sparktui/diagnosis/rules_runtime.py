@@ -1,0 +1,158 @@
+"""Hang rules at run time: R4 collective desync, R5 stuck kernel, R0 slow-not-hung / healthy.
+
+Pure functions of the gathered facts (verdict._Ctx); each notes the lines it relied on, per node.
+"""
+
+from __future__ import annotations
+
+from . import pyspy as pyspy_mod
+from .verdict import Verdict, _Ctx
+
+
+# --------------------------------------------------------------------------- R4 / R5
+
+
+def rule_r4(c: _Ctx) -> Verdict | None:
+    lagging: dict[int, str] = {}
+    op, seq, conf = "", None, 0.0
+    ids = ["nccl_collective_mismatch"]
+    for nf in c.nodes:
+        for cmp in nf.comparisons:
+            if cmp.skew and (cmp.frozen or len(nf.ras) < 2):
+                counts = dict(cmp.counts)
+                lead = max(counts.values())
+                c.note(nf.node, "RAS " + ("frozen across polls" if cmp.frozen else "one poll") + f": {cmp.op} counts "
+                       + ", ".join(f"rank {k}={v}" for k, v in sorted(counts.items())))
+                for k in cmp.lagging:
+                    lagging.setdefault(k, f"RAS {cmp.op} count {counts[k]} < {lead}")
+                # the first operation the lagging rank never launched
+                op, seq = op or cmp.op, seq or (min(counts[k] for k in cmp.lagging) + 1)
+                conf = max(conf, 0.9 if cmp.frozen else 0.55)
+    for r in c.ranks:
+        m = r.first("watchdog_timeout")
+        if m:
+            c.note(r, m.line[m.line.find("[Rank"):][:200])
+            op, seq = op or m.groups[2], seq or int(m.groups[1])
+            ids.append("nccl_watchdog_timeout") if "nccl_watchdog_timeout" not in ids else None
+            conf = max(conf, 0.7)
+    if seq is not None:
+        for r in c.ranks:
+            for kind in ("dump_signal", "watchdog_status"):
+                m = r.first(kind)
+                if not m:
+                    continue
+                enq = int(m.groups[1])
+                if enq < seq and r.rank is not None:
+                    c.note(r, f"last enqueued work {enq} < {seq}")
+                    lagging.setdefault(r.rank, f"last enqueued work {enq}")
+                    conf = max(conf, 0.85)
+    fr = [r for r in c.ranks if r.fr_status]
+    if len(fr) >= 2:
+        top = max(r.fr_status[0] for r in fr)
+        for r in fr:
+            c.note(r, f"Flight Recorder: last enqueued {r.fr_status[0]}, completed {r.fr_status[1]}"
+                   + (f", pending {r.fr_pending}" if r.fr_pending else ""))
+            if r.fr_status[0] < top and r.rank is not None:
+                lagging.setdefault(r.rank, f"Flight Recorder last enqueued {r.fr_status[0]} < {top}")
+                seq = seq or top
+                conf = max(conf, 0.85)
+    # py-spy: one rank waits in a collective/sync while another is elsewhere, both frozen
+    waiting = [r for r in c.ranks if r.where and r.where[-1] in ("collective", "sync")]
+    away = [r for r in c.ranks if r.where and r.where[-1] in ("sleep", "running")]
+    if waiting and away:
+        for r in waiting + away:
+            d = r.pyspy[-1][1]
+            moved = {True: "frozen", False: "moving", None: "one dump"}[r.frozen_frames]
+            c.note(r, f"py-spy ({moved}): {r.where[-1]} in {pyspy_mod.user_frame(d) or pyspy_mod.top_frame(d)}")
+        if lagging or all(r.frozen_frames for r in waiting + away):
+            for r in away:
+                if r.rank is not None:
+                    lagging.setdefault(r.rank, "py-spy: not in the collective")
+            conf = max(conf, 0.6) + 0.05
+    if not lagging:
+        return None
+    lag = [r for r in c.ranks if r.rank in lagging]
+    for r in lag:
+        if r.gpu:
+            g = r.gpu[-1]
+            c.note(r, f"GPU {g.index}: {g.util:.0f}% util, {g.power_w:.0f} W" if g.util is not None and g.power_w is not None
+                   else f"GPU {g.index}: n/a")
+    frame = next((pyspy_mod.user_frame(r.pyspy[-1][1]) for r in lag if r.pyspy), "") or "no py-spy dump"
+    who = ", ".join(f"rank {k}" for k in sorted(lagging))
+    return c.make("R4", True, ids, conf, who=who, op=op or "a collective", seq=seq if seq is not None else "?",
+                  frame=frame, lagging=sorted(lagging))
+
+
+def rule_r5(c: _Ctx) -> Verdict | None:
+    frozen_equal = [cmp for nf in c.nodes for cmp in nf.comparisons if cmp.frozen and not cmp.skew]
+    if not frozen_equal:
+        return None
+    spinning = [r for r in c.ranks if r.gpu and all((g.util or 0) >= 90 for g in r.gpu)]
+    syncing = [r for r in c.ranks if r.where and r.where[-1] in ("sync", "collective") and r.frozen_frames is not False]
+    if not spinning and not syncing:
+        return None
+    for nf in c.nodes:
+        for cmp in nf.comparisons:
+            if cmp.frozen and not cmp.skew:
+                c.note(nf.node, f"RAS frozen and equal: {cmp.op} " + ", ".join(f"rank {k}={v}" for k, v in cmp.counts))
+    for r in spinning:
+        g = r.gpu[-1]
+        c.note(r, f"GPU {g.index} spinning: {g.util:.0f}% util at {g.power_w or 0:.0f} W")
+    for r in syncing:
+        c.note(r, f"py-spy: {pyspy_mod.top_frame(r.pyspy[-1][1])}")
+    return c.make("R5", True, ["gpu_kernel_stuck"], 0.55 + 0.15 * bool(spinning) + 0.15 * bool(syncing))
+
+
+# --------------------------------------------------------------------------- R0 / healthy
+
+
+def rule_r0(c: _Ctx) -> Verdict:
+    moving: list[str] = []
+    for nf in c.nodes:
+        for cmp in nf.comparisons:
+            if cmp.advanced and any(t for t, _ in nf.ras[1:]):
+                c.note(nf.node, f"RAS {cmp.op or 'counts'} advanced between polls: "
+                       + ", ".join(f"rank {k}={v}" for k, v in cmp.counts))
+                moving.append("RAS counts advance")
+    for r in c.ranks:
+        if r.frozen_frames is False:
+            c.note(r, "py-spy frames differ between dumps")
+            moving.append("py-spy frames change")
+    for n in c.ev.nodes:
+        for src, grew in n.log_growth.items():
+            if grew > 0:
+                c.note(n.node, f"{src}: {grew} new progress lines between rounds")
+                moving.append("logs progress")
+    symptoms = [r for r in c.ranks if r.has("shm_broadcast") or r.has("rpc_timeout")]
+    warm = [r for r in c.ranks if r.has("warmup")]
+    if moving:
+        why = ", ".join(dict.fromkeys(moving))
+        if symptoms and warm:
+            return c.make("R0_warmup", False, [], 0.6, why=why)
+        if symptoms:
+            for r in symptoms:
+                c.note(r, (r.first("shm_broadcast") or r.first("rpc_timeout")).line[:200])
+            return c.make("R0", False, [], 0.7, why=why)
+        return c.make("healthy", False, [], 0.6 + 0.15 * min(2, len(set(moving))), why=why)
+    answered = [st for nf in c.nodes for _, st in nf.ras if st.ok and st.comms]
+    clean = not any(r.has(k) for r in c.ranks for k in ("traceback", "conn_closed", "remote_exited", "watchdog_timeout"))
+    if answered and clean and not any(cmp.skew for nf in c.nodes for cmp in nf.comparisons):
+        for nf in c.nodes:
+            for cmp in nf.comparisons:
+                c.note(nf.node, f"RAS: {cmp.op} counts equal (" + ", ".join(f"rank {k}={v}" for k, v in cmp.counts) + ")")
+        busy = [r for r in c.ranks if r.gpu and (r.gpu[-1].util or 0) > 50]
+        for r in busy:
+            c.note(r, f"GPU {r.gpu[-1].index} busy: {r.gpu[-1].util:.0f}%")
+        return c.make("healthy", False, [], 0.45 + 0.1 * bool(busy), why="one RAS poll, counts equal")
+    if not any(r.alive for r in c.ranks):
+        finished = all(r.has("init_complete") for r in c.ranks) and clean
+        if not c.ranks or finished or all(r.alive is False for r in c.ranks):
+            if finished and c.ranks:
+                for r in c.ranks:
+                    c.note(r, f"finished; last line: {r.last_line[:160]}")
+            if clean:
+                return c.make("idle", False, [], 0.6)
+    for r in c.ranks:
+        if r.last_line:
+            c.note(r, f"last line: {r.last_line[:180]}")
+    return c.make("unknown", True, ["nccl_init_hang"] if not any(r.has("init_complete") for r in c.ranks) else [], 0.3)
