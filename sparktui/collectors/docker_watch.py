@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from ..logs.follow import LogCursor, LogFollower, get_within, in_thread, start_thread
 from ..model import ContainerChanged, ContainerInfo, ContainersSnapshot, ContainerState
-from ..probes.containers import STATE_ACTIONS, from_inspect, removed
+from ..probes.containers import STATE_ACTIONS, from_event, from_inspect, removed
 
 log = logging.getLogger(__name__)
 Emit = Callable[[object], None]
@@ -127,16 +127,21 @@ class DockerWatch:
             if old is not None:
                 self.emit(ContainerChanged(node=self.name, container=removed(old)))
             return
+        brief = from_event(ev, action)
+        if action in ("start", "restart") and brief.name:
+            # follow at once, before inspecting: a short-lived --rm container may be gone by then
+            self.logs.complete.discard(cid)
+            self._ensure_follower(brief)
         try:
-            attrs = await in_thread(self._client.api.inspect_container, cid)
-        except Exception as exc:  # removed in between (--rm): the destroy event follows
+            info = from_inspect(await in_thread(self._client.api.inspect_container, cid))
+        except Exception as exc:  # removed in between (--rm): what the event said will do
             log.debug("%s: inspect %s: %s", self.name, cid[:12], exc)
-            return
-        info = from_inspect(attrs)
+            if not brief.name:
+                return
+            info = self.known.get(cid) and _merge(self.known[cid], brief) or brief
         self.known[cid] = info
         self.emit(ContainerChanged(node=self.name, container=info))
-        if action in ("start", "restart", "create"):
-            self.logs.complete.discard(cid)
+        if action in ("start", "restart"):
             self._ensure_follower(info)
 
     def _ensure_follower(self, info: ContainerInfo) -> None:
@@ -190,6 +195,13 @@ class DockerWatch:
     async def close(self) -> None:
         self._closed = True
         self._stop_streams()
+
+
+def _merge(old: ContainerInfo, new: ContainerInfo) -> ContainerInfo:
+    from dataclasses import replace
+
+    return replace(old, state=new.state, status=new.status, exit_code=new.exit_code,
+                   finished_at=new.finished_at or old.finished_at)
 
 
 def _short(exc: BaseException) -> str:

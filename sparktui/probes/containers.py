@@ -92,6 +92,29 @@ def from_inspect(attrs: dict) -> ContainerInfo:
     )
 
 
+_EVENT_STATE = {"create": ContainerState.CREATED, "start": ContainerState.RUNNING, "restart": ContainerState.RUNNING,
+                "die": ContainerState.EXITED, "kill": ContainerState.RUNNING, "stop": ContainerState.EXITED,
+                "oom": ContainerState.RUNNING, "pause": ContainerState.PAUSED, "unpause": ContainerState.RUNNING}
+
+
+def from_event(ev: dict, action: str) -> ContainerInfo:
+    """What a docker event alone says about its container (when inspect comes too late)."""
+    actor = ev.get("Actor") or {}
+    attrs = actor.get("Attributes") or {}
+    cid = ev.get("id") or actor.get("ID") or ""
+    state = _EVENT_STATE.get(action, ContainerState.RUNNING)
+    code = attrs.get("exitCode")
+    exit_code = int(code) if action == "die" and str(code or "").lstrip("-").isdigit() else None
+    when = ev.get("timeNano")
+    ts = int(when) / 1e9 if isinstance(when, int) else ev.get("time")
+    return ContainerInfo(
+        id=cid, name=attrs.get("name", ""), image=attrs.get("image", "") or ev.get("from", ""),
+        state=state, status=f"Exited ({exit_code})" if exit_code is not None else state.value.capitalize(),
+        exit_code=exit_code, finished_at=ts if state is ContainerState.EXITED else None,
+        labels=tuple(sorted((k, str(v)) for k, v in attrs.items() if k not in ("name", "image", "exitCode"))),
+    )
+
+
 def _status_text(st: dict, state: ContainerState) -> str:
     if state is ContainerState.EXITED:
         return f"Exited ({st.get('ExitCode', '?')})" + (" (OOM killed)" if st.get("OOMKilled") else "")

@@ -284,3 +284,16 @@ Host far
             assert res.returncode != 0 and not marker.exists()
         finally:
             await node.close()
+
+
+async def test_rm_container_keeps_its_lines_in_the_session(live, container_name):
+    """A --rm container takes its log with it from Docker, not from the session file."""
+    engine, watch, bed = live
+    bed.docker("spark1", "run", "-d", "--rm", "--name", container_name, "--network", "host",
+               "sparktui-base:bookworm", "sh", "-c", "for i in $(seq 1 50); do echo rm-line $i; done; sleep 0.5")
+    await watch.until(lambda b, s: (c := s.nodes["spark1"].containers.get(container_name)) is not None
+                      and c.state is ContainerState.REMOVED, 15, "container shown as removed")
+    await watch.until(lambda b, s: persisted(engine, "spark1", container_name).count("\n") >= 50, 5, "all lines")
+    text = persisted(engine, "spark1", container_name)
+    assert [ln.split(" ", 1)[1] for ln in text.splitlines()] == [f"rm-line {i}" for i in range(1, 51)]
+    assert bed.docker("spark1", "inspect", container_name, check=False).returncode != 0  # gone from Docker

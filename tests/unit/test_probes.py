@@ -154,3 +154,16 @@ def test_split_ts():
     assert split_ts("2026-11-29T20:00:25.011869369Z hello world") == ("2026-11-29T20:00:25.011869369Z", "hello world")
     assert split_ts("2026-11-29T20:00:25.011869369Z ") == ("2026-11-29T20:00:25.011869369Z", "")
     assert split_ts("no timestamp here") == (None, "no timestamp here")
+
+
+def test_from_event_die_of_an_rm_container():
+    from sparktui.probes.containers import from_event
+
+    ev = {"Type": "container", "Action": "die", "id": "abc123", "from": "sparktui-base:bookworm",
+          "Actor": {"ID": "abc123", "Attributes": {"name": "short", "image": "sparktui-base:bookworm",
+                                                   "exitCode": "137", "tier": "x"}},
+          "time": 1795982425, "timeNano": 1795982425011869369}
+    info = from_event(ev, "die")
+    assert (info.name, info.state, info.exit_code, info.status) == ("short", ContainerState.EXITED, 137, "Exited (137)")
+    assert info.finished_at == pytest.approx(1795982425.011869) and info.labels == (("tier", "x"),)
+    assert from_event(ev, "start").state is ContainerState.RUNNING and from_event(ev, "start").exit_code is None

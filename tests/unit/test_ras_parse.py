@@ -77,3 +77,13 @@ def test_advancing_counts_are_not_frozen():
     later = busy.replace('"AllReduce": 1200', '"AllReduce": 2400')
     (cmp,) = ras.compare(ras.parse(busy), ras.parse(later))
     assert cmp.advanced and not cmp.frozen and not cmp.skew
+
+
+def test_device_run_polls_json_and_text_agree_and_stay_frozen():
+    """The live investigation's own RAS polls on two H200s (tests/fixtures/device-runs/desync)."""
+    d = Path(__file__).parents[1] / "fixtures" / "device-runs" / "desync" / "bundle" / "gpuhost"
+    j0, j1 = ras.parse((d / "ev.t00.ras.json").read_text()), ras.parse((d / "ev.t20.ras.json").read_text())
+    t1 = ras.parse((d / "ev.t20.ras.txt").read_text())
+    (cmp,) = ras.compare(j0, j1)
+    assert cmp.frozen and cmp.skew and cmp.lagging == (1,) and dict(cmp.counts) == {0: 160, 1: 150}
+    assert [(r.rank, r.total) for r in t1.comms[0].ranks] == [(0, 160), (1, 150)] and t1.comms[0].errors == "MISMATCH"
