@@ -237,7 +237,7 @@ class Investigate(Action):
         timings["total_s"] = round(time.time() - ev.started, 2)
         data: dict[str, Any] = {"verdict": verdict.to_json(), "timings": timings,
                                 "nodes": {n.node: {"reachable": n.reachable, "error": n.error, "notes": n.notes,
-                                                   "workers": [{"pid": w.pid, "rank": w.rank, "alive": w.alive}
+                                                   "workers": [{"pid": w.pid, "rank": w.rank, "alive": w.alive, "container": w.container}
                                                                for w in n.workers]} for n in ev.nodes}}
         if self.bundle:
             async with ctx.step("bundle", self.bundle):

@@ -59,8 +59,12 @@ def test_investigate_two_ssh_nodes_stalled_ranks(bed, container_name, cleanup, t
     v = out["verdict"]
     assert v["rule"] == "R2" and "nccl_init_hang" in v["finding_ids"]
     # both workers, one per node, with their rank and env, read over SSH
-    workers = {n: d["workers"] for n, d in out["data"]["nodes"].items()}
-    assert [w["rank"] for w in workers["spark1"]] == [0] and [w["rank"] for w in workers["spark2"]] == [1]
+    ids = {n: bed.docker(n, "inspect", "-f", "{{.Id}}", name).stdout.strip() for n, name in names.items()}
+    ours = {n: [w for w in d["workers"] if w["container"] == ids[n]] for n, d in out["data"]["nodes"].items()}
+    assert [w["rank"] for w in ours["spark1"]] == [0] and [w["rank"] for w in ours["spark2"]] == [1]
+    # each node reports only its own containers, though the test bed's nodes share one kernel
+    assert all(w["container"] in ("", ids[n]) or w["container"] not in ids.values()
+               for n, d in out["data"]["nodes"].items() for w in d["workers"])
     (item,) = [i for i in v["latent"] if i["id"] == "nccl_env_mismatch"]
     assert any(line.startswith("NCCL_SOCKET_IFNAME: spark1/rank 0=lo | spark2/rank 1=eth9") for line in item["evidence"])
     assert "Init START without COMPLETE" in "\n".join(v["evidence"]["spark1"] + v["evidence"]["spark2"])
