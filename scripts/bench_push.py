@@ -36,7 +36,7 @@ async def _measure(cfg_path: Path) -> tuple[list[float], list[float], int]:
     sys.path.insert(0, str(ROOT))
     from sparktui.actions.base import ActionContext
     from sparktui.actions.cli_runner import make_nodes
-    from sparktui.actions.image import PushImageAction
+    from sparktui.actions.push import PushImageAction
     from sparktui.config import load_config
     from sparktui.probes.image import inspect_image
 

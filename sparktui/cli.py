@@ -15,8 +15,10 @@ THEMES = ("sparktui-dark", "sparktui-light", "sparktui-256", "sparktui-contrast"
 SCENARIOS = ("healthy", "nccl-hang", "oom", "unsupported-arch")
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", metavar="PATH", help="cluster config (default: $SPARKTUI_CONFIG or ~/.config/sparktui/cluster.toml)")
+def _common(p: argparse.ArgumentParser, top: bool = False) -> None:
+    # subcommands accept --config too; SUPPRESS keeps `sparktui --config X status` from losing X
+    p.add_argument("--config", metavar="PATH", default=None if top else argparse.SUPPRESS,
+                   help="cluster config (default: $SPARKTUI_CONFIG or ~/.config/sparktui/cluster.toml)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Watch, launch and debug a vLLM cluster across DGX Spark nodes. "
         "With no subcommand, opens the TUI on the configured cluster.",
     )
-    _common(p)
+    _common(p, top=True)
     p.add_argument("--read-only", action="store_true", help="hide and refuse every mutating action (observer mode)")
     p.add_argument("--no-mouse", action="store_true", help="do not capture the mouse (keeps tmux copy-mode simple)")
     p.add_argument("--theme", choices=THEMES, default=None, help="colour theme")

@@ -74,7 +74,7 @@ class DoctorAction(Action):
 
         image = await resolve_image(ctx, head) if head_ok else cfg.cluster.image
         infos: dict[str, ImageInfo] = {}
-        await self._group(ctx, "image", self._images(dup, image, infos))
+        await self._group(ctx, "image", self._images(dup, image, infos, [n.name for n in nodes if n not in dup]))
         models: dict[str, ModelInfo] = {}
         await self._group(ctx, "model", self._models(ctx, up, models))
         head_model = models.get(head.name) or next(iter(models.values()), None)
@@ -83,7 +83,8 @@ class DoctorAction(Action):
         if head_model and any(r.finding == "unsupported_architecture" for r in arch):
             await self._group(ctx, "other images", self._alternatives(head, image, head_model))
         await self._group(ctx, "memory", self._memory(ctx, up, head_model))
-        await self._group(ctx, "fabric", self._fabric(ctx))
+        down = tuple(n.name for n in nodes if n not in up)
+        await self._group(ctx, "fabric", self._fabric(ctx, up, down))
         await self._group(ctx, "ports", self._ports(ctx, up))
         await self._group(ctx, "stale container",
                           asyncio.gather(*(check_stale_container(n, cfg.cluster.name) for n in dup)))
@@ -99,7 +100,8 @@ class DoctorAction(Action):
         return ActionResult(self.name, not fails, summary, findings=findings,
                             data={"image": image, "checks": [r.to_json() for r in self.results]})
 
-    async def _images(self, nodes: list[Node], image: str, infos: dict[str, ImageInfo]) -> list[CheckResult]:
+    async def _images(self, nodes: list[Node], image: str, infos: dict[str, ImageInfo],
+                      unchecked: list[str]) -> list[CheckResult]:
         missing = []
         for n in nodes:
             try:
@@ -115,6 +117,9 @@ class DoctorAction(Action):
                          f"{image} missing on {', '.join(missing)}", "", ev,
                          f"`sparktui push-image --image {image}` copies it node-to-node and checks the IDs",
                          "image_mismatch")]
+        if unchecked:
+            return [warn("image_id", f"same image ID on {', '.join(infos)}; not compared on {', '.join(unchecked)} "
+                         "(unreachable)", "", ev, "fix the ssh/docker failure, then run doctor again", "image_mismatch")]
         return [ok("image_id", f"same image ID on every node ({next(iter(infos.values())).id[:19]})", "", ev)]
 
     async def _models(self, ctx: ActionContext, nodes: list[Node], models: dict[str, ModelInfo]) -> list[CheckResult]:
@@ -240,9 +245,9 @@ class DoctorAction(Action):
             singles[0].node = ""
         return out
 
-    async def _fabric(self, ctx: ActionContext) -> list[CheckResult]:
-        found, reach = await gather_fabric(ctx.config, ctx.nodes)
-        return fabric_results(ctx.config, found, reach)
+    async def _fabric(self, ctx: ActionContext, up: list[Node], down: tuple[str, ...]) -> list[CheckResult]:
+        found, reach = await gather_fabric(ctx.config, {n.name: n for n in up})
+        return fabric_results(ctx.config, found, reach, down)
 
     async def _ports(self, ctx: ActionContext, nodes: list[Node]) -> list[CheckResult]:
         out = []

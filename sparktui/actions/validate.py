@@ -18,7 +18,7 @@ from ..model import Finding
 from ..probes.image import ImageInfo, ImageNotFound, inspect_image, run_in_image
 from ..probes.model import ModelProbeError, probe_model
 from .base import Action, ActionContext, ActionFailed, ActionResult
-from .checks.entrypoint import _CONFIG_ENV, passes_args
+from .checks.entrypoint import passes_args
 from .checks.fit import compute_fit, gib, parse_meminfo
 from .image import default_image
 

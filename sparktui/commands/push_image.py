@@ -5,6 +5,6 @@ from __future__ import annotations
 
 def run(args) -> int:
     from ..actions.cli_runner import run_action
-    from ..actions.image import PushImageAction
+    from ..actions.push import PushImageAction
 
     return run_action(args, lambda _c: PushImageAction(image=args.image, source=args.source, targets=args.targets))

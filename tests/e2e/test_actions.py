@@ -214,7 +214,9 @@ def test_validate_community_image_uses_its_env_contract(seed):
     plan = next(s for s in res["steps"] if s["name"] == "plan")
     assert plan["data"]["mode"] == "env"
     assert plan["data"]["env"]["MODEL_PATH"] == "/root/.cache/huggingface/hub/Qwen3.5-122B-A10B-FP8"
-    assert plan["data"]["env"]["PORT"] == "8001"
+    import tomllib
+
+    assert plan["data"]["env"]["PORT"] == str(tomllib.loads((BED_DIR / "cluster.toml").read_text())["cluster"]["serve_port"])
     assert r.returncode == 0 and res["data"]["architecture_resolved"], res
 
 
@@ -366,3 +368,23 @@ def test_cancel_during_validate_removes_the_container(seed):
                           "start:")
     assert rc == 130, err
     assert not [c for c in containers("spark1") if "validate" in c]
+
+
+def test_doctor_with_an_unreachable_node(seed, tmp_path):
+    import tomllib
+
+    data = tomllib.loads((BED_DIR / "cluster.toml").read_text())
+    sys.path.insert(0, str(ROOT / "scripts" / "testbed_scenarios"))
+    import seed as seed_mod
+
+    data["node"][1]["host"] = BED_NET + ".99"  # nothing listens there
+    cfg = tmp_path / "cluster.toml"
+    seed_mod.write_config(cfg, data)
+    r = cli("doctor", "--json", config=cfg)
+    res = as_json(r)
+    assert r.returncode == 1
+    ssh = [c for c in res["data"]["checks"] if c["check"] == "ssh"]
+    assert [(c["node"], c["status"]) for c in ssh] == [("spark1", "ok"), ("spark2", "fail")]
+    assert "ssh_unreachable" in ids_of(res, "error")
+    image = next(c for c in res["data"]["checks"] if c["check"] == "image_id")
+    assert image["status"] != "ok" and "spark2" in image["title"]  # never "same everywhere" unverified

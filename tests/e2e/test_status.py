@@ -91,6 +91,14 @@ def test_host_key_refused_with_fingerprint_nothing_else_sent(bed, e2e, tmp_path,
         assert word not in seen, f"sshd saw {word!r}: something was sent after the host key"
     # spark2 (key known) is still reported
     assert "spark2" in r.stdout and "reachable" in r.stdout
+    if not changed:  # following the printed advice works
+        cmd = r.stderr.split("add it: ", 1)[1].strip()
+        scan, target = cmd.split(" >> ")
+        assert target == str(kh)
+        out = subprocess.run(scan.split(), capture_output=True, text=True, check=True, timeout=30).stdout
+        kh.write_text(out)
+        again = e2e.run_cli("status", "--config", str(cfg))
+        assert again.returncode == 0, again.stderr
 
 
 def _bad_unknown_key(bed, tmp_path):

@@ -8,7 +8,7 @@ import json
 
 from ...config import Config
 from ...nodes.base import Node, NodeError
-from . import CheckResult, fail, ok, warn
+from . import CheckResult, fail, ok, skip, warn
 
 PIN_VARS = ("VLLM_HOST_IP", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 
@@ -28,10 +28,14 @@ def find_interface(ip_json: list[dict], ip: str) -> tuple[str, ipaddress.IPv4Int
     return None
 
 
-def fabric_results(config: Config, found: dict[str, tuple | None], reach: dict[str, list[str]]) -> list[CheckResult]:
-    """found: node -> (ifname, interface, mtu) or None; reach: node -> peers it could not reach."""
+def fabric_results(config: Config, found: dict[str, tuple | None], reach: dict[str, list[str]],
+                   unreachable: tuple[str, ...] = ()) -> list[CheckResult]:
+    """found: node -> (ifname, interface, mtu) or None; reach: node -> peers it could not reach;
+    unreachable: nodes SSH could not reach (left out, the ssh check already failed them)."""
     out: list[CheckResult] = []
-    nodes = config.nodes
+    nodes = tuple(n for n in config.nodes if n.name not in unreachable)
+    if len(nodes) < 2 and unreachable:
+        return [skip("fabric", f"not compared: {', '.join(unreachable)} unreachable")]
     missing_cfg = [n.name for n in nodes if not n.fabric_ip]
     if missing_cfg:
         return [warn("fabric", f"no fabric_ip configured for {', '.join(missing_cfg)}", "", [],

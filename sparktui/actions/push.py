@@ -1,0 +1,158 @@
+"""``push-image``: node-to-node copy of an image, then proof of identical image IDs.
+
+Push design: the SOURCE node runs ``docker save IMG | <byte counter> | ssh TARGET docker load``.
+The bytes go straight from one node to the other over the fabric address (``fabric_ip``, else
+``host``) with the node's own SSH trust (``cluster.peer_ssh_args`` adds options such as ``-i``);
+nothing passes through the operator's machine and nothing is written to disk.  The counter is GNU
+dd on the source reporting bytes once a second (the progress bar and MB/s).  The pipeline runs
+with ``pipefail`` and reports its exit status, so a failed ``docker load`` (a full disk) is seen,
+and the target is checked to hold no new image afterwards.  A cancel stops exactly that pipeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+
+from ..model import Finding
+from ..nodes.base import Node, NodeError, quote_argv
+from ..probes.image import ImageNotFound, inspect_image
+from .base import ActionContext, ActionFailed, ActionResult
+from .image import MB, _finding, _KeepsFindings, default_image, image_exists
+
+# Constant pipeline; every variable part is a positional argument, never pasted into the script.
+# GNU dd counts the bytes between `docker save` and `ssh` (status=progress, once a second, on
+# stderr with carriage returns, turned into lines here): a C copy loop, no measurable cost.
+PIPELINE = ('set -o pipefail; img=$1; shift; '
+            'docker save "$img" | dd bs=1M status=progress 2> >(tr "\\r" "\\n" >&2) | ssh "$@"; rc=$?; '
+            'echo "SPARKTUI-EXIT $rc"')
+_DD_BYTES = re.compile(r"^(\d+) bytes")
+
+
+# Stops exactly the pipeline whose $0 is the token: its bash and that bash's children (save, counter,
+# ssh), then waits (bounded) until they are gone.  Skips itself: its own argv holds the token too.
+KILL_PIPELINE = r'''
+for p in $(pgrep -f -- "$1"); do
+  [ "$p" = "$$" ] && continue
+  kids=$(pgrep -P "$p")
+  kill -TERM $kids "$p" 2>/dev/null
+  for i in $(seq 50); do
+    alive=0
+    for k in $kids $p; do kill -0 "$k" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.2
+  done
+done
+'''
+
+
+
+class PushImageAction(_KeepsFindings):
+    name = "push-image"
+    title = "Copy the image node-to-node"
+    mutating = True
+
+    def __init__(self, image: str | None = None, source: str | None = None, targets: list[str] | None = None) -> None:
+        self.image, self.source, self.targets = image, source, targets
+        self.findings: list[Finding] = []
+
+    def _ssh_args(self, ctx: ActionContext, target: str) -> list[str]:
+        t = ctx.config.node(target)
+        args = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10", *ctx.config.cluster.peer_ssh_args]
+        if t.port:
+            args += ["-p", str(t.port)]
+        if t.user:
+            args += ["-l", t.user]
+        return [*args, t.fabric_ip or t.host, quote_argv(["docker", "load"])]
+
+    async def execute(self, ctx: ActionContext) -> ActionResult:
+        src_name = self.source or ctx.config.head.name
+        src = ctx.nodes[src_name]
+        targets = self.targets or [n.name for n in ctx.config.nodes if n.name != src_name]
+        for t in targets:
+            if t not in ctx.nodes:
+                raise ActionFailed(f"unknown target node {t!r}")
+        image = self.image or await default_image(ctx, src)
+        findings = self.findings
+        async with ctx.step("inspect", f"{image} on {src_name}", node=src_name) as rec:
+            try:
+                info = await inspect_image(src, image)
+            except ImageNotFound as exc:
+                rec.status, rec.message = "failed", str(exc)
+                findings.append(_finding("image_not_found", str(exc), src_name, [], "build or load it on the source first"))
+                return ActionResult(self.name, False, str(exc), findings=findings)
+            before = {t: await image_exists(ctx.nodes[t], image) for t in targets}
+            todo = [t for t in targets if before[t] != info.id]
+            rec.message = (f"{info.id[:19]}, {info.size / MB:.0f} MB; "
+                           + (f"to copy to {', '.join(todo)}" if todo else "already identical everywhere"))
+        if todo and not await ctx.confirm(f"Copy {image} ({info.size / MB:.0f} MB) from {src_name} to {', '.join(todo)}?",
+                                          "streamed node-to-node: docker save | ssh TARGET docker load"):
+            return ActionResult(self.name, False, "not confirmed")
+        rates = {}
+        for t in todo:
+            rates[t] = await self._push_one(ctx, src, t, image, info.size, before[t], findings)
+        async with ctx.step("verify", "image IDs on every node") as rec:
+            ids = {src_name: info.id}
+            for t in targets:
+                ids[t] = await image_exists(ctx.nodes[t], image) or "(missing)"
+            rec.data = {"ids": ids}
+            if len(set(ids.values())) != 1:
+                rec.status = "failed"
+                rec.message = "; ".join(f"{k}: {v[:19]}" for k, v in ids.items())
+                findings.append(_finding("image_mismatch", f"{image} differs across nodes", "",
+                                         [f"{k}: {v}" for k, v in ids.items()], "run push-image again"))
+                return ActionResult(self.name, False, rec.message, findings=findings, data={"ids": ids, "rates": rates})
+            rec.message = f"identical on {', '.join(ids)}: {info.id[:19]}"
+        return ActionResult(self.name, True, f"{image} identical on every node ({info.id[:19]})",
+                            findings=findings, data={"image": image, "id": info.id, "ids": ids,
+                                                     "mb_per_s": rates})
+
+    async def _push_one(self, ctx: ActionContext, src: Node, target: str, image: str, size: int,
+                        had: str | None, findings: list[Finding]) -> float:
+        token = f"sparktui-push-{uuid.uuid4().hex[:12]}"  # $0 of the pipeline: lets cleanup find exactly it
+        argv = ["bash", "-c", PIPELINE, token, image, *self._ssh_args(ctx, target)]
+
+        async def kill_pipeline() -> None:
+            try:
+                await src.run(["bash", "-c", KILL_PIPELINE, "sparktui-kill", token], timeout=30)
+            except NodeError:
+                pass
+
+        async with ctx.step(f"push {target}", f"{src.name} -> {target}", node=target) as rec:
+            t0, sent, rc, tail = time.monotonic(), 0, None, []
+            try:
+                async for raw in src.stream(argv):
+                    line = raw.decode("utf-8", "replace")
+                    m = _DD_BYTES.match(line.strip())
+                    if m:
+                        sent = int(m.group(1))
+                        dt = max(1e-6, time.monotonic() - t0)
+                        ctx.emit(f"push {target}", "progress",
+                                 f"{sent / MB:,.0f} / {size / MB:,.0f} MB  {sent / MB / dt:,.0f} MB/s",
+                                 progress=min(1.0, sent / size) if size else None, node=target)
+                    elif line.startswith("SPARKTUI-EXIT "):
+                        rc = int(line.split()[1])
+                    elif line.strip() and "records in" not in line and "records out" not in line:
+                        tail.append(line)
+            except asyncio.CancelledError:
+                await asyncio.shield(kill_pipeline())
+                raise
+            dt = max(1e-6, time.monotonic() - t0)
+            rate = sent / MB / dt
+            if rc != 0:
+                now = await image_exists(ctx.nodes[target], image)
+                left = "nothing new on the target" if now == had else f"target now has {now}"
+                why = next((l for l in reversed(tail) if "space" in l.lower() or "error" in l.lower()), tail[-1] if tail else "")
+                rec.status = "failed"
+                rec.message = f"copy to {target} failed (exit {rc}): {why[:200]}; {left}"
+                rec.data = {"last_lines": tail[-10:]}
+                advice = ("free space in the target's Docker data root (docker system prune, or a bigger disk)"
+                          if "space" in why.lower() else
+                          "check that the source can `ssh TARGET docker load` without a prompt (cluster.peer_ssh_args)")
+                findings.append(_finding("image_push_failed", rec.message, target, tail[-5:], advice))
+                raise ActionFailed(rec.message)
+            rec.message = f"{sent / MB:,.0f} MB in {dt:.1f} s = {rate:,.0f} MB/s"
+            rec.data = {"bytes": sent, "seconds": round(dt, 3), "mb_per_s": round(rate, 1)}
+        return rate
