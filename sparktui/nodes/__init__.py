@@ -28,6 +28,14 @@ def make_node(cfg: "NodeConfig") -> "Node":
 
 
 def make_sources(config: "Config", nodes: dict[str, "Node"]) -> list["EventSource"]:
+    """Collectors per node, plus a progress poller (RAS counts, vLLM /metrics) for the stall detector."""
     from ..collectors import NodeCollectors
+    from ..probes.progress import ProgressSource
 
-    return [NodeCollectors(nodes[n.name], n, config) for n in config.nodes]
+    sources: list["EventSource"] = [NodeCollectors(nodes[n.name], n, config) for n in config.nodes]
+    head = config.head.name
+    for n in config.nodes:
+        # /metrics is read on the head itself (the API listens there), so no port is exposed to us
+        url = f"http://127.0.0.1:{config.cluster.serve_port}/metrics" if n.name == head else None
+        sources.append(ProgressSource(nodes[n.name], metrics_url=url))
+    return sources
