@@ -189,7 +189,7 @@ async def test_three_nodes_side_by_side_at_200_columns():
     from sparktui.tui.app import SparkApp
 
     base = demo_config()
-    third = replace(base.nodes[1], name="spark3", fabric_ip="192.168.200.14")
+    third = replace(base.nodes[1], name="spark3", fabric_ip="192.168.200.14")  # sim node: example address, never contacted
     config = replace(base, nodes=base.nodes + (third,))
     engine = Engine(config, [])
     engine.process(SimCluster(config).events_until(60))

@@ -21,7 +21,7 @@ serve_port = 8001
 [[node]]
 name = "spark1"
 host = "127.0.0.2"
-fabric_ip = "192.168.200.12"
+fabric_ip = "192.168.200.12"  # example address: parsed only
 role = "head"
 
 [[node]]
@@ -58,7 +58,7 @@ def test_first_node_becomes_head_when_none_declared():
         (GOOD.replace('serve_port = 8001', 'serve_port = 8001\nbogus = 1'), "unknown key 'bogus'", 6),
         (GOOD.replace('name = "spark2"', 'name = "spark1"'), "duplicate node name 'spark1'", 14),
         (GOOD.replace('"127.0.0.3"', '"999.1.2.3"'), "not a valid host name or address", None),
-        (GOOD.replace('"192.168.200.12"', '"192.168.200"'), "not an IP address", 10),
+        (GOOD.replace('"192.168.200.12"', '"192.168.200"'), "not an IP address", 10),  # parsed only
         (GOOD.replace('serve_port = 8001', 'serve_port = "x"'), "expected an integer", 5),
         (GOOD.replace('[cluster]', '[cluster'), "not valid TOML", 2),
         (GOOD + '\n[[node]]\nname = "s3"\nbackend = "telnet"\nhost = "a"\n', "unknown backend", None),
