@@ -18,7 +18,16 @@ from functools import lru_cache
 from importlib import resources
 from typing import Iterable
 
-from ..model import Finding, FindingRaised, GpuSample, LogBatch, LogLine
+from ..model import (
+    ContainerChanged,
+    ContainersSnapshot,
+    ContainerState,
+    Finding,
+    FindingRaised,
+    GpuSample,
+    LogBatch,
+    LogLine,
+)
 
 FINDING_ID = "suspected_hang"
 
@@ -41,7 +50,10 @@ def _data() -> dict:
     comp = lambda table: [re.compile(v) for v in table.values()]  # noqa: E731
     return {"threshold": float(d["detector"]["threshold_s"]), "gpu_frac": float(d["detector"]["gpu_busy_fraction"]),
             "not_progress": comp(d["not_progress"]), "idle": comp(d["idle"]), "busy": comp(d["busy"]),
-            "quiet": [(re.compile(v["pattern"]), float(v["allow_s"])) for v in d["quiet_phases"].values()]}
+            "quiet": [(re.compile(v["pattern"]), float(v["allow_s"])) for v in d["quiet_phases"].values()],
+            "terminal": frozenset(d["terminal"]["finding_ids"])}
+
+_GONE = (ContainerState.EXITED, ContainerState.DEAD, ContainerState.REMOVED)
 
 
 @dataclass
@@ -114,11 +126,27 @@ class StallDetector:
                 for k, src in self.sources.items():
                     if k[0] == event.node:
                         src.idle = not event.busy
+        elif isinstance(event, (ContainerChanged, ContainersSnapshot)):
+            # a process that exited is finished, not hung: its silence must not raise the alarm
+            containers = (event.container,) if isinstance(event, ContainerChanged) else event.containers
+            for c in containers:
+                if c.state in _GONE:
+                    self._finished(event.node, c.name)
+        elif isinstance(event, FindingRaised):
+            f = event.finding
+            if f.id in _data()["terminal"] and "/" in f.source:
+                node, _, source = f.source.partition("/")
+                self._finished(node, source)
         elif isinstance(event, GpuSample):
             for g in event.gpus:
                 if g.power_w is not None and g.power_limit_w and g.power_w > _data()["gpu_frac"] * g.power_limit_w:
                     self._progress((event.node, f"gpu {g.index}"), now)
         return ()
+
+    def _finished(self, node: str, source: str) -> None:
+        src = self.sources.get((node, source))
+        if src is not None:
+            src.idle = True  # new lines from a restarted container re-arm it (_progress)
 
     # ------------------------------------------------------------------ the alarm
     def silent_for(self, now: float) -> float | None:

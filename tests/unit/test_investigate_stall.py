@@ -5,7 +5,7 @@ from __future__ import annotations
 from sparktui.diagnosis.stall import FINDING_ID, ProgressSample, StallDetector
 from sparktui.engine import Engine
 from sparktui.config import demo_config
-from sparktui.model import FindingRaised, GpuInfo, GpuSample, LogLine
+from sparktui.model import Finding, FindingRaised, GpuInfo, GpuSample, LogLine
 
 
 class Clock:
@@ -163,3 +163,21 @@ def test_demo_nccl_hang_raises_suspected_hang_within_budget():
 
 def test_demo_healthy_start_never_alarms():
     assert _replay("healthy", 400) is None
+
+
+def test_crashed_workload_is_not_a_hang():
+    # oom and unsupported-arch end with the container exiting: an ended run, reported by its own findings
+    assert _replay("oom", 300) is None
+    assert _replay("unsupported-arch", 200) is None
+
+
+def test_terminal_finding_ends_its_source_but_a_survivor_still_alarms():
+    clock = Clock()
+    det = StallDetector(clock=clock)
+    det.feed(LogLine("spark1", "vllm", "INFO working", seq=1))
+    det.feed(LogLine("spark2", "vllm", "INFO working", seq=1))
+    det.feed(FindingRaised(Finding("engine_dead", "error", "engine died", source="spark2/vllm", node="spark2")))
+    clock.t += 12
+    raised = list(det.tick(clock.t))
+    assert raised and "spark1/vllm" in raised[0].finding.evidence[0]
+    assert all("spark2" not in e for e in raised[0].finding.evidence)
