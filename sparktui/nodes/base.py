@@ -89,6 +89,9 @@ class Node(Protocol):
 
     async def close(self) -> None: ...
 
+    # Optional: ``async open_tcp(host, port) -> (reader, writer)`` reaching host:port as the node sees
+    # it (SSH direct-tcpip on ssh nodes).  Probes use it when present (e.g. NCCL RAS on 28028).
+
 
 Emit = Callable[["Event"], None]
 

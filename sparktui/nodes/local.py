@@ -82,6 +82,10 @@ class LocalNode:
                 proc.kill()
                 await proc.wait()
 
+    async def open_tcp(self, host: str, port: int):
+        """(reader, writer) to host:port (the same call SshNode makes over its connection)."""
+        return await asyncio.open_connection(host, port)
+
     async def read_file(self, path: str) -> bytes:
         def _read() -> bytes:
             with open(path, "rb") as fh:

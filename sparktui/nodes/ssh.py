@@ -221,6 +221,14 @@ class SshNode:
             finally:
                 proc.close()
 
+    async def open_tcp(self, host: str, port: int):
+        """(reader, writer) to host:port as seen from the node, over this connection (direct-tcpip)."""
+        conn = await self._ensure()
+        try:
+            return await conn.open_connection(host, port)
+        except (asyncssh.Error, OSError) as exc:
+            raise NodeError(f"{self.name}: cannot connect to {host}:{port} on the node: {exc}") from None
+
     async def read_file(self, path: str, timeout: float = 10.0) -> bytes:
         """Read over the connection's SFTP session: no process is spawned per read."""
         conn = await self._ensure()

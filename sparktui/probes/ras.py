@@ -68,13 +68,15 @@ def query(host="127.0.0.1", port=DEFAULT_PORT, timeout=5.0, fmt="json"):
     return "".join(out)
 
 
-async def query_async(host="127.0.0.1", port=DEFAULT_PORT, timeout=5.0, fmt="json"):
-    """The same exchange on asyncio streams (a direct connection from this process)."""
+async def query_async(host="127.0.0.1", port=DEFAULT_PORT, timeout=5.0, fmt="json", opener=None):
+    """The same exchange on asyncio-style streams: a direct connection from this process, or
+    ``opener(host, port) -> (reader, writer)`` (a node's ``open_tcp``: an SSH direct-tcpip channel)."""
     import asyncio
 
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-    except (OSError, asyncio.TimeoutError) as exc:
+        connect = opener(host, port) if opener is not None else asyncio.open_connection(host, port)
+        reader, writer = await asyncio.wait_for(connect, timeout)
+    except Exception as exc:  # OSError, timeouts, SSH channel errors: all mean "no RAS answer"
         return f"### connect failed: {exc}\n"
     out = []
     try:
