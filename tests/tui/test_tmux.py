@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = [pytest.mark.tmux, pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")]
+# CI installs tmux (.ci/run): there a missing tmux is a failure, never a skip
+_NO_TMUX = shutil.which("tmux") is None and os.environ.get("CI", "").lower() != "true"
+pytestmark = [pytest.mark.tmux, pytest.mark.skipif(_NO_TMUX, reason="tmux not installed")]
 
 
 def _tmux(*args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -120,8 +120,8 @@ async def test_local_investigation_desync(workers, tmp_path):
     # progress was reported item by item, per node, as it arrived
     assert any(e.step == "round 1" and e.message.startswith("workers: rank 0") for e in events)
     assert any(e.message.startswith("RAS: 1 communicator") for e in events)
-    if shutil.which("py-spy"):
-        assert any(e.message.startswith("py-spy rank 1:") for e in events)
+    assert shutil.which("py-spy"), "py-spy comes with the test extras"
+    assert any(e.message.startswith("py-spy rank 1:") for e in events)
     # the bundle replays offline to the same verdict
     ((_, ev),) = read_bundle(tmp_path / "bundle")
     again = decide(ev)
