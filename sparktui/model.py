@@ -133,6 +133,16 @@ class NodeReachability:
 
 
 @dataclass(frozen=True, slots=True)
+class DockerStatus:
+    """Whether the node's Docker Engine answers (SSH can be up while dockerd is down/restarting)."""
+
+    node: str
+    available: bool
+    error: str | None = None
+    ts: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
 class ContainersSnapshot:
     """The full set of containers on a node (reconcile poll)."""
 
@@ -279,6 +289,7 @@ class Note:
 
 Event = Union[
     NodeReachability,
+    DockerStatus,
     ContainersSnapshot,
     ContainerChanged,
     MemorySample,

@@ -16,6 +16,7 @@ from .model import (
     ContainerInfo,
     ContainersSnapshot,
     ContainerState,
+    DockerStatus,
     Event,
     Finding,
     FindingRaised,
@@ -55,6 +56,7 @@ class NodeState:
     error: str | None = None
     retry_in: float | None = None
     backend: str = ""
+    docker_error: str | None = None  # the Engine is not answering (while the node may be)
     containers: Mapping[str, ContainerInfo] = field(default_factory=lambda: _frozen({}))  # by name
     memory: MemoryInfo | None = None
     memory_history: tuple[float, ...] = ()  # used fraction, oldest first
@@ -125,6 +127,9 @@ def reduce(state: ClusterState, event: Event) -> ClusterState:
             return replace(n, reachable=False, unreachable_since=since, error=event.error,
                            retry_in=event.retry_in, backend=event.backend or n.backend)
         return _with_node(state, event.node, f)
+    if isinstance(event, DockerStatus):
+        return _with_node(state, event.node, lambda n: replace(
+            n, docker_error=None if event.available else (event.error or "not answering")))
     if isinstance(event, ContainersSnapshot):
         def f(n: NodeState) -> NodeState:
             new = {c.name: c for c in event.containers}

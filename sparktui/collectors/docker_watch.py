@@ -13,7 +13,7 @@ import time
 from typing import Any, Callable
 
 from ..logs.follow import LogCursor, LogFollower, get_within, in_thread, start_thread
-from ..model import ContainerChanged, ContainerInfo, ContainersSnapshot, ContainerState
+from ..model import ContainerChanged, ContainerInfo, ContainersSnapshot, ContainerState, DockerStatus
 from ..probes.containers import STATE_ACTIONS, from_event, from_inspect, removed
 
 log = logging.getLogger(__name__)
@@ -55,12 +55,17 @@ class DockerWatch:
         while not self._closed:  # the flag backs up cancellation, which 3.11 can lose in races
             try:
                 self._client = await self.node.docker()
+                await in_thread(self._client.ping)
+                if self.error is not None:
+                    self.emit(DockerStatus(self.name, True))
                 self.error = None
                 backoff = BACKOFF_MIN
                 await self._session()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # dockerd down/restarting, socket gone: keep trying
+                if self.error is None:
+                    self.emit(DockerStatus(self.name, False, _short(exc)))
                 self.error = _short(exc)
                 log.info("%s: docker: %s", self.name, self.error)
             finally:

@@ -13,7 +13,7 @@ import pytest
 
 from sparktui.config import load_config
 from sparktui.engine import Engine
-from sparktui.model import ContainerChanged, ContainerState, GpuSample, MemorySample, NodeReachability
+from sparktui.model import ContainerChanged, ContainerState, DockerStatus, GpuSample, MemorySample, NodeReachability
 from sparktui.nodes import make_node, make_sources
 from sparktui.session import Session
 
@@ -123,6 +123,9 @@ async def test_dockerd_restart_resumes_without_gap(live, container_name, cleanup
     n = persisted(engine, "spark1", container_name).count("\n")
     await watch.until(lambda b, s: persisted(engine, "spark1", container_name).count("\n") > n + 5, 15,
                       "lines flowing again after the restart")
+    # the outage was shown (docker down while SSH stayed up) and cleared once dockerd answered again
+    assert any(isinstance(e, DockerStatus) and e.node == "spark1" and not e.available for e in watch.events)
+    await watch.until(lambda b, s: s.nodes["spark1"].docker_error is None, 10, "docker outage cleared")
     await stop_and_compare(engine, watch, bed, "spark1", container_name)
 
 

@@ -65,3 +65,17 @@ def test_findings_summary_counts_and_newest():
     assert "1 error" in text and "1 warning" in text and "newest: second [b]x[/b] (spark2)" in text
     assert "investigate" not in text
     assert "i: investigate" in summary([Finding("suspected_hang", "error", "Suspected hang")], "i").plain
+
+
+def test_header_shows_docker_outage_while_node_answers():
+    from sparktui.model import DockerStatus, NodeReachability
+    from sparktui.state import ClusterState, reduce
+    from sparktui.tui.widgets import node_stats
+
+    s = ClusterState.initial(["spark1"])
+    s = reduce(s, NodeReachability("spark1", True, backend="ssh"))
+    s = reduce(s, DockerStatus("spark1", False, "Cannot connect to the Docker daemon"))
+    text = node_stats.header(s.node("spark1"), now=0.0).plain
+    assert "● reachable" in text and "docker: Cannot connect to the Docker daemon" in text
+    s = reduce(s, DockerStatus("spark1", True))
+    assert "docker:" not in node_stats.header(s.node("spark1"), now=0.0).plain

@@ -91,3 +91,14 @@ def test_reducer_is_pure():
     s0 = ClusterState.initial(["a"])
     s1 = reduce(s0, MemorySample("a", MemoryInfo(total=10, available=5)))
     assert s0.node("a").memory is None and s1.node("a").memory is not None
+
+
+def test_docker_outage_while_node_reachable():
+    from sparktui.model import DockerStatus
+
+    s = ClusterState.initial(["a"])
+    s = reduce(s, NodeReachability("a", True))
+    s = reduce(s, DockerStatus("a", False, "connection refused"))
+    assert s.node("a").reachable and s.node("a").docker_error == "connection refused"
+    s = reduce(s, DockerStatus("a", True))
+    assert s.node("a").docker_error is None

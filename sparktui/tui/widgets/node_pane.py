@@ -72,7 +72,7 @@ class NodePane(Vertical):
         if self._changed("retry", (ns.reachable, ns.unreachable_since, ns.retry_in, ns.error)):
             self._retry_base = now  # "retry in" counts down from when the collector said it
         retry_left = None if ns.retry_in is None else max(0.0, ns.retry_in - (now - self._retry_base))
-        if self._changed("header", (ns.reachable, ns.unreachable_since, retry_left and int(retry_left), ns.error, ns.backend)):
+        if self._changed("header", (ns.reachable, ns.unreachable_since, retry_left and int(retry_left), ns.error, ns.docker_error, ns.backend)):
             self.query_one(".pane-header", Static).update(node_stats.header(ns, now, self.role, retry_left))
         if self._changed("containers", (ns.containers, int(now))):
             self._fill_table(ns, now)

@@ -36,6 +36,8 @@ def header(node: "NodeState", now: float, role: str = "", retry_left: float | No
         parts.append(("  ◌ connecting…", "$text-muted"))
     elif node.reachable:
         parts.append(("  ● reachable", "$success"))
+        if node.docker_error:
+            parts.append(("  ⚠ docker: " + node.docker_error[:100], "$warning bold"))
     else:
         parts.append((f"  ✖ unreachable since {clock(node.unreachable_since)}", "$error bold"))
         retry = node.retry_in if retry_left is None else retry_left
