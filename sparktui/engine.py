@@ -126,11 +126,17 @@ class Engine:
                 log.exception("subscriber failed")
         return out
 
+    # work per drain, in lines: small enough that a key press waits at most a few ms behind it
+    DRAIN_BUDGET = 4000
+
     def drain(self) -> list[Event]:
         batch: list[Event] = []
         pending = self._pending
-        while pending and len(batch) < 5000:
-            batch.append(pending.popleft())
+        cost = 0
+        while pending and cost < self.DRAIN_BUDGET:
+            ev = pending.popleft()
+            batch.append(ev)
+            cost += len(ev.lines) if isinstance(ev, LogBatch) else 1
         return self.process(batch) if batch else []
 
     async def _pump(self) -> None:

@@ -25,13 +25,18 @@ from .model import Event, LogBatch, LogLine
 
 _SECRET_KEYS = re.compile(r"(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|HUGGINGFACE_TOKEN|API_KEY|SECRET|PASSWORD|TOKEN)", re.I)
 _SECRET_VALUES = re.compile(r"\b(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,})\b")
+_SECRET_WORDS = ("TOKEN", "API_KEY", "SECRET", "PASSWORD")
 _SECRET_ASSIGN = re.compile(r"\b([A-Z0-9_]*(?:TOKEN|API_KEY|SECRET|PASSWORD)[A-Z0-9_]*)=(\S+)")
 
 
 def redact(text: str) -> str:
     """Mask tokens and ``NAME=value`` for secret-looking names."""
-    text = _SECRET_VALUES.sub("***", text)
-    return _SECRET_ASSIGN.sub(lambda m: f"{m.group(1)}=***", text)
+    # literal checks first: this runs on every persisted log batch, and almost none hold a secret
+    if "hf_" in text or "sk-" in text:
+        text = _SECRET_VALUES.sub("***", text)
+    if "=" in text and any(w in text for w in _SECRET_WORDS):
+        text = _SECRET_ASSIGN.sub(lambda m: f"{m.group(1)}=***", text)
+    return text
 
 
 def redact_env(env: dict[str, str]) -> dict[str, str]:

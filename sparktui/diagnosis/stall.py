@@ -51,7 +51,10 @@ def _data() -> dict:
     return {"threshold": float(d["detector"]["threshold_s"]), "gpu_frac": float(d["detector"]["gpu_busy_fraction"]),
             "not_progress": comp(d["not_progress"]), "idle": comp(d["idle"]), "busy": comp(d["busy"]),
             "quiet": [(re.compile(v["pattern"]), float(v["allow_s"])) for v in d["quiet_phases"].values()],
-            "terminal": frozenset(d["terminal"]["finding_ids"])}
+            "terminal": frozenset(d["terminal"]["finding_ids"]),
+            # one search tells plain progress lines (nearly all) from those any rule cares about
+            "special": re.compile("|".join(f"(?:{p})" for t in ("idle", "not_progress", "busy") for p in d[t].values())
+                                  + "|" + "|".join(f"(?:{v['pattern']})" for v in d["quiet_phases"].values()))}
 
 _GONE = (ContainerState.EXITED, ContainerState.DEAD, ContainerState.REMOVED)
 
@@ -91,30 +94,46 @@ class StallDetector:
         self.last_progress = max(self.last_progress or ts, ts)
         self.raised_at = None
 
-    def _line(self, node: str, source: str, text: str, ts: float) -> None:
+    def _kind(self, text: str) -> str:
+        """progress / idle / busy / ignore for one stripped, non-empty line."""
         d = _data()
-        text = text.strip()
-        if not text:
-            return
-        key = (node, source)
+        if not d["special"].search(text):
+            return "progress"  # nearly every line: one search decides
         if any(p.search(text) for p in d["idle"]):
-            src = self.sources.get(key)
-            if src is not None:
-                src.idle = True
-            return
+            return "idle"
         if any(p.search(text) for p in d["not_progress"]):
-            if any(p.search(text) for p in d["busy"]) and key in self.sources:
-                self.sources[key].idle = False  # requests waiting: silence counts again
-            return
-        self._progress(key, ts, text)
+            return "busy" if any(p.search(text) for p in d["busy"]) else "ignore"
+        return "progress"
+
+    def _line(self, node: str, source: str, text: str, ts: float) -> None:
+        self._batch(node, source, (text,), ts)
+
+    def _batch(self, node: str, source: str, texts, now: float) -> None:
+        """Apply lines in order.  Walking back gives the same end state in far fewer regex calls:
+        the last progress line sets the progress time, phase allowance and last line; an idle or
+        busy line after it decides whether silence counts; symptom lines change nothing."""
+        key = (node, source)
+        after: str | None = None  # the latest idle/busy verdict after the last progress line
+        for raw in reversed(texts):
+            text = raw.strip()
+            if not text:
+                continue
+            kind = self._kind(text)
+            if kind == "progress":
+                self._progress(key, now, text)
+                break
+            if kind != "ignore" and after is None:
+                after = kind
+        src = self.sources.get(key)
+        if after is not None and src is not None:
+            src.idle = after == "idle"
 
     def feed(self, event) -> Iterable:
         now = self.clock()
         if isinstance(event, LogLine):
             self._line(event.node, event.source, event.text, now)
         elif isinstance(event, LogBatch):
-            for line in event.lines:
-                self._line(event.node, event.source, line.text, now)
+            self._batch(event.node, event.source, [ln.text for ln in event.lines], now)
         elif isinstance(event, ProgressSample):
             key = (event.node, event.source)
             prev = self._counters.get(key)

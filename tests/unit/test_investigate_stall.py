@@ -181,3 +181,38 @@ def test_terminal_finding_ends_its_source_but_a_survivor_still_alarms():
     raised = list(det.tick(clock.t))
     assert raised and "spark1/vllm" in raised[0].finding.evidence[0]
     assert all("spark2" not in e for e in raised[0].finding.evidence)
+
+
+def test_batch_walk_back_equals_line_by_line():
+    """The reverse walk over a LogBatch ends in the same state as feeding its lines one by one."""
+    from hypothesis import given, settings, strategies as st
+
+    from sparktui.model import LogBatch
+
+    samples = [
+        "spark1:581:681 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via NET/IB/0",  # progress
+        "Loading safetensors checkpoint shards:  45% Completed | 18/40",  # quiet phase
+        "(APIServer pid=1) INFO:     Application startup complete.",  # idle
+        "Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 0 reqs",
+        "Engine 000: Running: 3 reqs, Waiting: 0 reqs",  # busy? depends on the data file
+        "No available shared memory broadcast block found in 60 seconds.",  # symptom
+        "",
+    ]
+
+    def state(det):
+        return {k: (s.last_progress, s.allow, s.idle, s.last_line) for k, s in det.sources.items()}
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.lists(st.sampled_from(samples), max_size=8), max_size=5))
+    def check(batches):
+        clock = Clock()
+        one, many = StallDetector(clock=clock), StallDetector(clock=clock)
+        for i, texts in enumerate(batches):
+            clock.t = 100.0 + i
+            lines = tuple(LogLine("n", "s", t, seq=j + 1) for j, t in enumerate(texts))
+            one.feed(LogBatch("n", "s", lines))
+            for ln in lines:
+                many.feed(ln)
+            assert state(one) == state(many)
+
+    check()
