@@ -26,6 +26,7 @@ FLOOD = ROOT / "tests" / "fixtures" / "nccl-2gpu" / "busy_ras.rank1.log"
 RUNS = 5
 PER_NODE = 200_000
 BATCH = 500
+RATE_PER_NODE = 50_000  # the budget: 100k lines/s in all, two nodes together
 
 
 def _lines() -> list[str]:
@@ -113,7 +114,7 @@ async def _keys_once(texts: list[str], state: str) -> list[float]:
                 chunk = tuple(LogLine(node, "vllm_qwen35", texts[(seq + i) % len(texts)], seq=seq + i) for i in range(BATCH))
                 seq += BATCH
                 engine.emit(LogBatch(node, "vllm_qwen35", chunk))
-                time.sleep(BATCH / 60_000)  # ~60k lines/s per node, 120k/s in all
+                time.sleep(BATCH / RATE_PER_NODE)
 
         threads = [threading.Thread(target=stream, args=(n,), daemon=True) for n in ("spark1", "spark2")]
         for t in threads:
@@ -209,7 +210,7 @@ def main(args) -> list[dict]:
          "unit": "lines/s", "budget": ">= 100000", "ok": rate >= 100_000},
         {"what": "lines missing from the persisted session logs (all runs)", "value": sum(dropped), "unit": "lines",
          "budget": "0", "ok": sum(dropped) == 0},
-        {"what": "key press -> handled+refreshed while 2 nodes stream 120k lines/s, p99", "value": p99, "unit": "ms",
+        {"what": "key press -> handled+refreshed while 2 nodes stream 100k lines/s, p99", "value": p99, "unit": "ms",
          "budget": "<= 100 ms", "ok": p99 <= 100},
         {"what": "key press latency under that ingest, median", "value": statistics.median(lat) * 1000, "unit": "ms",
          "budget": "-", "ok": None},

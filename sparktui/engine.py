@@ -127,7 +127,7 @@ class Engine:
         return out
 
     # work per drain, in lines: small enough that a key press waits at most a few ms behind it
-    DRAIN_BUDGET = 4000
+    DRAIN_BUDGET = 2000
 
     def drain(self) -> list[Event]:
         batch: list[Event] = []

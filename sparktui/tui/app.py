@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ..engine import Engine
     from ..nodes.base import Node
 
-MIN_REFRESH = 0.05  # seconds between repaints (20 Hz)
+MIN_REFRESH = 0.1  # seconds between repaints from engine updates (10 Hz): frames cost ~30 ms at 200x50
 TTY_CHECK = 5.0
 
 
