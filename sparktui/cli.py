@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("session", nargs="?")
     rl = sub.add_parser("replay", help="replay a recorded session in the TUI")
     rl.add_argument("session")
+    # contract commands whose module is not in this build say so in --help (find_spec imports nothing)
+    import importlib.util
+
+    for action in sub._choices_actions:
+        if importlib.util.find_spec("sparktui.commands." + action.dest.replace("-", "_")) is None:
+            action.help = f"{action.help} [not in this build yet]"
     return p
 
 
