@@ -112,7 +112,8 @@ class LogView(Vertical):
             parts.append("  wrap")
         if lines.show_timestamps:
             parts.append("  ts")
-        self.query_one(".log-title", Static).update(Content.assemble(*parts))
+        # one fixed-height row that changes on every batch: no layout pass (that repaints the whole screen)
+        self.query_one(".log-title", Static).update(Content.assemble(*parts), layout=False)
         pill = self.query_one(".log-pill", Static)
         pill.set_class(lines.pending > 0 and not lines.follow, "-visible")
-        pill.update(Content(f" ▼ {lines.pending:,} new lines  (End to follow) "))
+        pill.update(Content(f" ▼ {lines.pending:,} new lines  (End to follow) "), layout=False)

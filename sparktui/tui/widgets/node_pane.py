@@ -77,8 +77,11 @@ class NodePane(Vertical):
         if self._changed("containers", (ns.containers, int(now))):
             self._fill_table(ns, now)
         if self._changed("memory", (ns.memory, ns.memory_history, self.size.width)):
-            self.query_one(".memory", Static).update(node_stats.memory(ns, self.size.width - 4, self.gpu_mem_util))
-            self.query_one(".mem-spark", Static).update(node_stats.sparkline(ns.memory_history, self.size.width - 4))
+            # fixed one-row widgets updated every sample: skip the layout pass
+            self.query_one(".memory", Static).update(node_stats.memory(ns, self.size.width - 4, self.gpu_mem_util),
+                                                     layout=False)
+            self.query_one(".mem-spark", Static).update(node_stats.sparkline(ns.memory_history, self.size.width - 4),
+                                                        layout=False)
         if self._changed("gpu", (ns.gpus, ns.gpu_available, ns.gpu_error)):
             self.query_one(".gpu", Static).update(node_stats.gpu(ns))
         if self._changed("links", ns.links):
