@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.text import Text
 from textual import work
 from textual.containers import Horizontal
 from textual.content import Content
-from textual.widgets import DataTable, Log, Static
+from textual.widgets import DataTable, Static
 
-from .messages import ActionDone, ActionProgress
-from .screens.action import STATUS_STYLE, ActionScreen
+from .messages import ActionDone
+from .screens.action import ActionScreen
 
 if TYPE_CHECKING:
     from ..diagnosis.verdict import Verdict
@@ -46,18 +45,14 @@ class InvestigateScreen(ActionScreen):
         result = await self.action_obj.run(ctx)
         self.post_message(ActionDone(result))
 
-    def on_action_progress(self, message: ActionProgress) -> None:
-        ev = message.event
-        self.events.append(ev)
+    def row_key(self, ev) -> str:
+        self._rows += 1  # every evidence item keeps its own row, in arrival order
+        return f"item-{self._rows}"
+
+    def show_event(self, ev) -> None:
+        super().show_event(ev)
         table = self.query_one(DataTable)
-        var = STATUS_STYLE.get(ev.status, "")
-        style = self.app.get_css_variables().get(var[1:], "") if var else ""
-        self._rows += 1
-        table.add_row(Text(ev.step), Text(ev.status, style=style), Text(ev.node), Text(ev.message[:200]),
-                      key=f"item-{self._rows}")
         table.move_cursor(row=table.row_count - 1)
-        if ev.message:
-            self.query_one(Log).write_line(f"{ev.step} [{ev.status}] {ev.node + ': ' if ev.node else ''}{ev.message}")
 
     def _show_result(self) -> None:
         verdict: "Verdict | None" = getattr(self.action_obj, "verdict", None)

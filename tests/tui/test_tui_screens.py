@@ -252,11 +252,12 @@ async def test_engine_batches_coalesce_into_one_refresh(make_app):
 
 
 async def test_a_subclass_screen_renders_events_once(make_app, sample_actions):
-    from sparktui.tui.messages import ActionProgress
+    shown = []
 
     class OneRowPerEvent(ActionScreen):
-        def on_action_progress(self, message: ActionProgress) -> None:
-            self.events.append(message.event)
+        # subclasses render through the show_event hook; the message handler runs once
+        def show_event(self, ev) -> None:
+            shown.append(ev)
 
     from sparktui.actions import registry
     import tui_sample_actions as sa
@@ -267,7 +268,8 @@ async def test_a_subclass_screen_renders_events_once(make_app, sample_actions):
         app.push_screen(screen)
         await wait_for(pilot, lambda: screen.result is not None, "result")
         assert [e.status for e in screen.events] == ["started", "ok"]  # once each, not twice
-        assert not screen.query_one("DataTable").rows  # the base handler stood back
+        assert [e.status for e in shown] == ["started", "ok"]
+        assert not screen.query_one("DataTable").rows  # the base rendering stood back
 
 
 async def test_an_action_whose_module_fails_to_import_is_hidden(make_app, monkeypatch):

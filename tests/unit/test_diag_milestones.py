@@ -15,7 +15,7 @@ LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "logs"
 # lines in vLLM's own formats (the catalogue/milestone examples come from real logs)
 STARTUP = [
     "(APIServer pid=1) INFO 03-27 10:00:05 [model.py:547] Resolved architecture: Qwen3_5MoeForConditionalGeneration",
-    "2026-03-27 10:00:01,123\tINFO worker.py:1514 -- Connecting to existing Ray cluster at address: 192.168.100.11:6379...",
+    "2026-03-27 10:00:01,123\tINFO worker.py:1514 -- Connecting to existing Ray cluster at address: 192.168.100.11:6379...",  # log text only, never contacted
     "INFO 03-27 10:01:00 [gpu_model_runner.py:2602] Starting to load model /models/qwen35...",
     "Loading safetensors checkpoint shards:   0% Completed | 0/40 [00:00<?, ?it/s]",
     "Loading safetensors checkpoint shards:   2% Completed | 1/40 [00:04<02:40,  4.10s/it]\r"

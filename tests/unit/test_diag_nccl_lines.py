@@ -27,10 +27,10 @@ def test_envelope_fields_and_kinds_on_real_lines():
 
 
 def test_ray_prefix_docker_timestamp_and_ansi():
-    line = ("2026-01-01T00:00:00.123456789Z \x1b[36m(RayWorkerWrapper pid=581, ip=192.168.100.12)\x1b[0m "
+    line = ("2026-01-01T00:00:00.123456789Z \x1b[36m(RayWorkerWrapper pid=581, ip=192.168.100.12)\x1b[0m "  # log text only
             "spark2:581:600 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA\r")
     p = parse_nccl_line(line)
-    assert (p.actor, p.actor_pid, p.actor_ip, p.host) == ("RayWorkerWrapper", 581, "192.168.100.12", "spark2")
+    assert (p.actor, p.actor_pid, p.actor_ip, p.host) == ("RayWorkerWrapper", 581, "192.168.100.12", "spark2")  # parsed, never contacted
     assert p.data["net_kind"] == "IB" and p.data["gdr"] == "/GDRDMA"
     ib = parse_nccl_line("node1:581:581 [0] NCCL INFO NET/IB : Using [0]rocep1s0f1:1/RoCE [1]roceP2p1s0f1:1/RoCE [RO]; "
                          "OOB enp1s0f1np1:192.168.100.11<0>")

@@ -75,28 +75,29 @@ class ActionScreen(Screen[None]):
 
     # ------------------------------------------------------------------ messages
     def on_action_progress(self, message: ActionProgress) -> None:
-        # Textual also calls a base class's handler: a subclass that renders events itself wins
-        if type(self).on_action_progress is not ActionScreen.on_action_progress:
-            return
-        ev = message.event
-        self.events.append(ev)
+        self.events.append(message.event)
+        self.show_event(message.event)
+
+    def row_key(self, ev) -> str:
+        """The table row an event lands in: by default one row per node and step, updated in place."""
+        return f"{ev.node}/{ev.step}"
+
+    def show_event(self, ev) -> None:
         table = self.query_one(DataTable)
         var = STATUS_STYLE.get(ev.status, "")
         style = self.app.get_css_variables().get(var[1:], "") if var else ""
         status = ev.status + (f" {ev.progress * 100:.0f}%" if ev.progress is not None else "")
         cells = (Text(ev.step), Text(status, style=style), Text(ev.node), Text(ev.message[:200]))
-        key = f"{ev.node}/{ev.step}"
+        key = self.row_key(ev)
         if key in table.rows:
             for col, cell in zip(table.columns, cells):
                 table.update_cell(key, col, cell)
         else:
             table.add_row(*cells, key=key)
         if ev.message:
-            self.query_one(Log).write_line(f"{ev.step} [{ev.status}] {ev.message}")
+            self.query_one(Log).write_line(f"{ev.step} [{ev.status}] {ev.node + ': ' if ev.node else ''}{ev.message}")
 
     def on_action_done(self, message: ActionDone) -> None:
-        if type(self).on_action_done is not ActionScreen.on_action_done:
-            return
         self.result = message.result  # type: ignore[assignment]
         self._show_result()
 
