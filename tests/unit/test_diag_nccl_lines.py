@@ -33,7 +33,7 @@ def test_ray_prefix_docker_timestamp_and_ansi():
     assert (p.actor, p.actor_pid, p.actor_ip, p.host) == ("RayWorkerWrapper", 581, "192.168.100.12", "spark2")  # parsed, never contacted
     assert p.data["net_kind"] == "IB" and p.data["gdr"] == "/GDRDMA"
     ib = parse_nccl_line("node1:581:581 [0] NCCL INFO NET/IB : Using [0]rocep1s0f1:1/RoCE [1]roceP2p1s0f1:1/RoCE [RO]; "
-                         "OOB enp1s0f1np1:192.168.100.11<0>")
+                         "OOB enp1s0f1np1:192.168.100.11<0>")  # log text only
     assert ib.kind == "net_ib" and ib.data["ifname"] == "enp1s0f1np1" and "roceP2p1s0f1" in ib.data["devices"]
     assert parse_nccl_line(b"x:1:2 [0] NCCL WARN Call to ibv_modify_qp failed with 22 Invalid argument, on dev").kind \
         == "ib_modify_qp"
@@ -98,12 +98,12 @@ def test_bootstrap_on_different_subnets_is_flagged():
     from sparktui.diagnosis import Diagnoser
 
     dg = Diagnoser()
-    dg.feed_lines("spark1.log", ["spark1:10:10 [0] NCCL INFO Bootstrap: Using [0]enp1s0f1np1:192.168.100.11<0>"])
-    dg.feed_lines("spark2.log", ["spark2:20:20 [0] NCCL INFO Bootstrap : Using eno1:10.1.2.3<0>"])
+    dg.feed_lines("spark1.log", ["spark1:10:10 [0] NCCL INFO Bootstrap: Using [0]enp1s0f1np1:192.168.100.11<0>"])  # log text only
+    dg.feed_lines("spark2.log", ["spark2:20:20 [0] NCCL INFO Bootstrap : Using eno1:10.1.2.3<0>"])  # log text only
     dg.finish()
     f = [f for f in dg.findings if f.id == "wrong_network_interface"]
     assert len(f) == 1 and "different subnets" in f[0].title
-    assert any("10.1.2.3" in e for e in f[0].evidence) and any("192.168.100.11" in e for e in f[0].evidence)
+    assert any("10.1.2.3" in e for e in f[0].evidence) and any("192.168.100.11" in e for e in f[0].evidence)  # data only, never contacted
 
 
 def test_coll_opcount_flood_names_the_lower_rank():

@@ -19,11 +19,11 @@ TRACEBACK = BAD_IFNAME[TB_START:TB_END]
 
 PREFIXES = [
     "",
-    "(RayWorkerWrapper pid=1234, ip=192.168.200.13) ",
+    "(RayWorkerWrapper pid=1234, ip=192.168.200.13) ",  # data only, never contacted
     "(EngineCore_DP0 pid=96) ",
     "2026-11-29T19:15:09.123456789Z ",
-    "2026-11-29T19:15:09.123456789Z (RayWorkerWrapper pid=1234, ip=192.168.200.13) ",
-    "\x1b[36m(RayWorkerWrapper pid=581, ip=10.0.0.2)\x1b[0m ",
+    "2026-11-29T19:15:09.123456789Z (RayWorkerWrapper pid=1234, ip=192.168.200.13) ",  # data only, never contacted
+    "\x1b[36m(RayWorkerWrapper pid=581, ip=10.0.0.2)\x1b[0m ",  # data only, never contacted
     "(EngineCore_DP0 pid=96) ERROR 04-08 23:14:15 [core.py:708] ",
 ]
 
@@ -126,7 +126,7 @@ def test_chained_traceback_is_one_finding_on_the_last_exception():
 
 
 def test_interleaved_lines_of_another_process_are_classified_on_their_own():
-    other = "(RayWorkerWrapper pid=9, ip=10.0.0.3) ERROR 03-27 10:00:00 [w.py:1] RPC call to execute_model timed out."
+    other = "(RayWorkerWrapper pid=9, ip=10.0.0.3) ERROR 03-27 10:00:00 [w.py:1] RPC call to execute_model timed out."  # data only, never contacted
     lines = ["(EngineCore_DP0 pid=96) " + ln for ln in TRACEBACK[:3]] + [other] + \
             ["(EngineCore_DP0 pid=96) " + ln for ln in TRACEBACK[3:]]
     _, fs = scan(lines)

@@ -129,7 +129,7 @@ def test_env_for_image_fills_the_names_the_image_uses():
 
 IP_JSON = [
     {"ifname": "lo", "mtu": 65536, "addr_info": [{"family": "inet", "local": "127.0.0.1", "prefixlen": 8, "scope": "host"}]},
-    {"ifname": "enp1s0f1np1", "mtu": 9000, "addr_info": [{"family": "inet", "local": "192.168.200.12", "prefixlen": 24,
+    {"ifname": "enp1s0f1np1", "mtu": 9000, "addr_info": [{"family": "inet", "local": "192.168.200.12", "prefixlen": 24,  # data only, never contacted
                                                           "scope": "global"}]},
 ]
 
@@ -139,20 +139,20 @@ def cfg(*nodes: NodeConfig, **cl) -> Config:
 
 
 def test_fabric_same_subnet_mtu_and_interface():
-    a = NodeConfig("spark1", fabric_ip="192.168.200.12", fabric_if="enp1s0f1np1", role="head")
-    b = NodeConfig("spark2", fabric_ip="192.168.200.13", fabric_if="enp1s0f1np1")
-    fa = find_interface(IP_JSON, "192.168.200.12")
+    a = NodeConfig("spark1", fabric_ip="192.168.200.12", fabric_if="enp1s0f1np1", role="head")  # data only, never contacted
+    b = NodeConfig("spark2", fabric_ip="192.168.200.13", fabric_if="enp1s0f1np1")  # data only, never contacted
+    fa = find_interface(IP_JSON, "192.168.200.12")  # data only, never contacted
     assert fa[0] == "enp1s0f1np1" and fa[2] == 9000
     import ipaddress
 
-    fb = ("enp1s0f1np1", ipaddress.ip_interface("192.168.200.13/24"), 9000)
+    fb = ("enp1s0f1np1", ipaddress.ip_interface("192.168.200.13/24"), 9000)  # data only, never contacted
     assert [r.status for r in fabric_results(cfg(a, b), {"spark1": fa, "spark2": fb}, {})] == ["ok"]
-    fb_mtu = ("enp1s0f1np1", ipaddress.ip_interface("192.168.200.13/24"), 1500)
+    fb_mtu = ("enp1s0f1np1", ipaddress.ip_interface("192.168.200.13/24"), 1500)  # data only, never contacted
     res = fabric_results(cfg(a, b), {"spark1": fa, "spark2": fb_mtu}, {})
     assert any(r.check == "fabric_mtu" and r.status == "fail" for r in res)
-    fb_net = ("enp1s0f1np1", ipaddress.ip_interface("192.168.201.13/24"), 9000)
+    fb_net = ("enp1s0f1np1", ipaddress.ip_interface("192.168.201.13/24"), 9000)  # data only, never contacted
     assert any("different subnets" in r.title for r in fabric_results(cfg(a, b), {"spark1": fa, "spark2": fb_net}, {}))
-    res = fabric_results(cfg(a, b), {"spark1": fa, "spark2": fb}, {"spark1": ["spark2 (192.168.200.13)"]})
+    res = fabric_results(cfg(a, b), {"spark1": fa, "spark2": fb}, {"spark1": ["spark2 (192.168.200.13)"]})  # data only, never contacted
     assert any(r.check == "fabric_reach" for r in res)
     res = fabric_results(cfg(a, b, env=(("NCCL_IB_GID_INDEX", "3"),)), {"spark1": fa, "spark2": fb}, {})
     assert any(r.finding == "nccl_ib_error" for r in res)

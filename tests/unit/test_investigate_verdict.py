@@ -72,9 +72,9 @@ def test_precedence_dead_peer_beats_desync():
 
 def test_env_difference_is_r7():
     ev = Evidence(nodes=[NodeEvidence(node="a", workers=[Worker(pid=1, rank=0, env={"NCCL_SOCKET_IFNAME": "enp1s0f1np1",
-                                                                                   "MASTER_ADDR": "10.0.0.1"})]),
+                                                                                   "MASTER_ADDR": "10.0.0.1"})]),  # data only, never contacted
                          NodeEvidence(node="b", workers=[Worker(pid=2, rank=1, env={"NCCL_SOCKET_IFNAME": "eth0",
-                                                                                   "MASTER_ADDR": "10.0.0.1"})])])
+                                                                                   "MASTER_ADDR": "10.0.0.1"})])])  # data only, never contacted
     v = decide(ev)
     (item,) = [i for i in v.latent if i["id"] == "nccl_env_mismatch"]
     assert item["evidence"] == ["NCCL_SOCKET_IFNAME: a/rank 0=enp1s0f1np1 | b/rank 1=eth0"]

@@ -50,7 +50,7 @@ def _index(texts, pattern):
 
 def three_node_config() -> Config:
     base = demo_config()
-    n3 = NodeConfig(name="spark3", backend="sim", host="spark3", fabric_ip="192.168.200.14",
+    n3 = NodeConfig(name="spark3", backend="sim", host="spark3", fabric_ip="192.168.200.14",  # data only, never contacted
                     fabric_if="enp1s0f1np1", ib_hcas=("rocep1s0f1", "roceP2p1s0f1"), role="worker")
     return Config(path="<test>", cluster=base.cluster, nodes=tuple(base.nodes) + (n3,))
 
@@ -323,7 +323,7 @@ async def test_simnode_ip_ss_test_and_docker_cli():
     _at(sim, 30)
     rdma = parse_ibdev2netdev((await head.run(["ibdev2netdev"])).text)
     links = {ln.name: ln for ln in parse_ip_addr((await head.run(["ip", "-j", "addr"])).text, rdma)}
-    assert links["enp1s0f1np1"].addresses == ("192.168.200.12/24",) and links["enp1s0f1np1"].mtu == 9000
+    assert links["enp1s0f1np1"].addresses == ("192.168.200.12/24",) and links["enp1s0f1np1"].mtu == 9000  # data only, never contacted
     assert links["enp1s0f1np1"].rdma_device == "rocep1s0f1" and links["enP2p1s0f1np1"].rdma_device == "roceP2p1s0f1"
     ss = (await head.run(["ss", "-Hltn"])).text
     assert ":6379 " in ss and ":8001 " not in ss  # Ray up, vLLM never served
@@ -365,7 +365,7 @@ def test_nccl_lines_follow_the_real_grammar():
         assert m, ln.text
         host = m.group(5)
         if m.group(1):  # Ray-prefixed in the head's driver output: the host matches the ip
-            assert (host, m.group(3)) in {("spark1", "192.168.200.12"), ("spark2", "192.168.200.13")}
+            assert (host, m.group(3)) in {("spark1", "192.168.200.12"), ("spark2", "192.168.200.13")}  # data only, never contacted
         else:
             assert host == ln.node
     ib = [NET_IB.search(ln.text) for ln in nccl if "NET/IB : Using" in ln.text]
