@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Score `sparktui diagnose` on the corpus of real log excerpts (tests/fixtures/corpus/).
+
+    score_corpus.py [--part in|out|all] [--json] [--misses] [--corpus DIR]
+
+Each excerpt file starts with header lines (``# source:``, ``# expect:``, ``# cause:``,
+``# origin:``); ``expect`` names the root-cause finding id first, then other ids that are also
+right, or ``healthy``.  Files named ``X.rank0.log``, ``X.rank1.log`` ... are one case, diagnosed
+together.  The split is fixed by the file name alone (see ``part_of``), decided once: patterns are
+written from the held-in part only, the held-out part is only ever measured.
+
+Scores per part: **any** (a failure case where some expected id is among the error/warning
+findings), **top-1** (the first error/warning finding is the expected root cause), **healthy clean**
+(a healthy case with no error finding).  Per-cause rows follow with ``--json`` or on the text output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+CORPUS = ROOT / "tests" / "fixtures" / "corpus"
+HELD_OUT_PER_TEN = 4  # 40 % held out
+_RANK = re.compile(r"^(?P<case>.+)\.rank\d+\.log$")
+
+
+def part_of(case: str) -> str:
+    """'in' or 'out', from the case name only: stable, and blind to what the file holds."""
+    h = int(hashlib.sha256(case.encode()).hexdigest()[:8], 16)
+    return "out" if h % 10 < HELD_OUT_PER_TEN else "in"
+
+
+@dataclass
+class Case:
+    name: str
+    files: list[Path]
+    expect: list[str]
+    cause: str = ""
+    origin: str = ""
+    source: str = ""
+    part: str = "in"
+    found: list[str] = field(default_factory=list)
+
+    @property
+    def healthy(self) -> bool:
+        return self.expect == ["healthy"]
+
+
+def read_header(path: Path) -> dict[str, str]:
+    head: dict[str, str] = {}
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            m = re.match(r"^# (source|expect|cause|origin): ?(.*)$", line.rstrip("\n"))
+            if not m:
+                break
+            head[m.group(1)] = m.group(2).strip()
+    return head
+
+
+def load_cases(root: Path) -> list[Case]:
+    groups: dict[str, list[Path]] = defaultdict(list)
+    for p in sorted(root.rglob("*.log")):
+        m = _RANK.match(p.name)
+        key = str(p.parent / (m.group("case") if m else p.stem))
+        groups[key].append(p)
+    cases = []
+    for key, files in sorted(groups.items()):
+        head = read_header(files[0])
+        if "expect" not in head:
+            raise SystemExit(f"score_corpus: {files[0]}: no '# expect:' header")
+        name = str(Path(key).relative_to(root))
+        cases.append(Case(name, files, head["expect"].split(), head.get("cause", ""), head.get("origin", ""),
+                          head.get("source", ""), part_of(Path(key).name)))
+    return cases
+
+
+def diagnose(case: Case) -> list[str]:
+    from sparktui.commands.diagnose import analyse
+
+    dg = analyse([str(p) for p in case.files])
+    return [f"{f.id}:{f.severity}" for f in dg.findings]
+
+
+def score(cases: list[Case]) -> dict:
+    fail = [c for c in cases if not c.healthy]
+    healthy = [c for c in cases if c.healthy]
+    per: dict[str, dict] = defaultdict(lambda: {"n": 0, "any": 0, "top1": 0})
+    any_ok = top_ok = 0
+    for c in fail:
+        named = [f.split(":")[0] for f in c.found if not f.endswith(":info")]
+        a = bool(set(c.expect) & set(named))
+        t = bool(named) and named[0] == c.expect[0]
+        any_ok += a
+        top_ok += t
+        row = per[c.expect[0]]
+        row["n"] += 1
+        row["any"] += a
+        row["top1"] += t
+    clean = sum(1 for c in healthy if not any(f.endswith(":error") for f in c.found))
+    return {
+        "cases": len(cases), "failures": len(fail), "healthy": len(healthy),
+        "any": round(any_ok / len(fail), 3) if fail else None,
+        "top1": round(top_ok / len(fail), 3) if fail else None,
+        "healthy_clean": f"{clean}/{len(healthy)}",
+        "per_cause": dict(sorted(per.items(), key=lambda kv: (-kv[1]["n"], kv[0]))),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--part", choices=("in", "out", "all"), default="all")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--misses", action="store_true", help="list the cases that were not named right")
+    ap.add_argument("--corpus", type=Path, default=CORPUS)
+    args = ap.parse_args(argv)
+    cases = load_cases(args.corpus)
+    for c in cases:
+        c.found = diagnose(c)
+    parts = ("in", "out") if args.part == "all" else (args.part,)
+    result = {p: score([c for c in cases if c.part == p]) for p in parts}
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        for p, r in result.items():
+            print(f"held-{p}: {r['cases']} cases ({r['failures']} failures, {r['healthy']} healthy): "
+                  f"any {r['any']}, top-1 {r['top1']}, healthy clean {r['healthy_clean']}")
+            for cause, row in r["per_cause"].items():
+                print(f"    {cause:<32} {row['any']:>3}/{row['n']:<3} any   {row['top1']:>3}/{row['n']:<3} top-1")
+    if args.misses:
+        for c in cases:
+            if c.part not in parts:
+                continue
+            named = [f.split(":")[0] for f in c.found if not f.endswith(":info")]
+            bad = (c.healthy and any(f.endswith(":error") for f in c.found)) or \
+                  (not c.healthy and (not named or named[0] != c.expect[0]))
+            if bad:
+                print(f"MISS [{c.part}] {c.name}: expect {' '.join(c.expect)}; got {' '.join(c.found) or 'nothing'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
