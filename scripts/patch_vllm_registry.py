@@ -11,8 +11,8 @@ What it edits (the layouts it knows; anything else is refused, the file left unt
   ``_TEXT_GENERATION_MODELS = {`` / ``_MULTIMODAL_MODELS = {`` holding
   ``"Arch": ("module", "Class"),`` entries.  ``*ForConditionalGeneration`` goes to the multimodal
   dict when there is one (that is where vLLM keeps Qwen3.5), everything else to text generation.
-- transformers ``models/auto/configuration_auto.py``: ``CONFIG_MAPPING_NAMES = OrderedDict(...([``
-  holding ``("model_type", "ConfigClass"),`` tuples.
+- transformers ``models/auto/configuration_auto.py`` (``auto_mappings.py`` beside it in transformers
+  5.x): ``CONFIG_MAPPING_NAMES = OrderedDict(...([`` holding ``("model_type", "ConfigClass"),`` tuples.
 
 Idempotent: entries already present are left as they are.  After writing, the result is verified by
 importing the module (by its package name when it lies under a sys.path entry, else from its file)
@@ -37,6 +37,7 @@ CONFIG_MAP_REL = ("transformers", "models", "auto", "configuration_auto.py")
 TEXT_DICT = "_TEXT_GENERATION_MODELS"
 MM_DICT = "_MULTIMODAL_MODELS"
 CONFIG_MAP = "CONFIG_MAPPING_NAMES"
+AUTO_MAPPINGS = "auto_mappings.py"  # where transformers 5.x defines CONFIG_MAPPING_NAMES
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -175,7 +176,10 @@ def patch_config_map_text(text: str, types: list[tuple[str, str]]) -> tuple[str,
 
 
 def _module_name_for(path: Path) -> str | None:
+    """The dotted name the file imports under: from the deepest sys.path entry holding it (a script
+    in / must not make /opt/x/site/vllm/... the module ``opt.x.site.vllm...``)."""
     path = path.resolve()
+    best: tuple[str, ...] | None = None
     for entry in sys.path:
         if not entry:
             continue
@@ -184,9 +188,9 @@ def _module_name_for(path: Path) -> str | None:
         except (ValueError, OSError):
             continue
         parts = rel.with_suffix("").parts
-        if all(_IDENT.match(p) for p in parts):
-            return ".".join(parts)
-    return None
+        if all(_IDENT.match(p) for p in parts) and (best is None or len(parts) < len(best)):
+            best = parts
+    return ".".join(best) if best else None
 
 
 _VERIFY = r"""
@@ -261,6 +265,26 @@ def _plan(path: Path | None, rel, what: str, items, patch_fn):
     return path, original, new_text, added
 
 
+def _plan_config_map(path: Path | None, types):
+    """transformers < 5.x keeps the literal in configuration_auto.py; 5.x imports it there from
+    auto_mappings.py beside it: patch whichever file holds it."""
+    if path is not None:
+        return _plan(path, CONFIG_MAP_REL, "transformers config map", types, patch_config_map_text)
+    first = find_package_file(CONFIG_MAP_REL)
+    if first is None:
+        return _plan(None, CONFIG_MAP_REL, "transformers config map", types, patch_config_map_text)
+    try:
+        return _plan(first, CONFIG_MAP_REL, "transformers config map", types, patch_config_map_text)
+    except LayoutError as exc:
+        beside = first.with_name(AUTO_MAPPINGS)
+        if not beside.is_file():
+            raise
+        try:
+            return _plan(beside, CONFIG_MAP_REL, "transformers config map", types, patch_config_map_text)
+        except LayoutError:
+            raise exc from None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--arch", action="append", type=_parse_arch, default=[], metavar="ARCH=module:Class")
@@ -281,8 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             path, orig, new, added = _plan(args.registry, REGISTRY_REL, "vLLM registry", args.arch, patch_registry_text)
             plans.append(("architectures", path, orig, new, added, [TEXT_DICT, MM_DICT], [a for a, _, _ in args.arch]))
         if args.model_type:
-            path, orig, new, added = _plan(args.config_map, CONFIG_MAP_REL, "transformers config map",
-                                           args.model_type, patch_config_map_text)
+            path, orig, new, added = _plan_config_map(args.config_map, args.model_type)
             plans.append(("model_types", path, orig, new, added, [CONFIG_MAP], [t for t, _ in args.model_type]))
     except LayoutError as exc:
         print(f"patch_vllm_registry: unknown layout, nothing changed: {exc}", file=sys.stderr)

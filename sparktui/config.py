@@ -103,6 +103,10 @@ class Config:
                 return n
         raise KeyError(name)
 
+    def api_key(self) -> str | None:
+        """The serving API key, read from the environment variable the config names (never stored)."""
+        return os.environ.get(self.api_key_env) or None
+
     @property
     def head(self) -> NodeConfig:
         for n in self.nodes:

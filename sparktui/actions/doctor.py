@@ -155,8 +155,12 @@ class DoctorAction(Action):
             return [fail("architecture", "could not ask the image's vLLM", head.name, [str(exc)],
                          "check the image has python3 and vllm", "broken_install")]
         out = []
-        ev = [f"vLLM {sup.vllm_version or '?'} ({sup.registry_path or 'no registry'}), "
+        how = dict(sup.sources).get("vllm registry")
+        asked = {"import": "asked its ModelRegistry", "source": "read from its source"}.get(how or "", "not read")
+        ev = [f"vLLM {sup.vllm_version or '?'} ({sup.registry_path or 'no registry'}, {asked}), "
               f"transformers {sup.transformers_version or '?'}", *sup.errors]
+        if how == "source" and sup.import_errors:
+            ev.append(f"importing it failed: {sup.import_errors[0]}")
         missing = [a for a, known in sup.architectures.items() if not known]
         if missing or not sup.architectures:
             miss = missing or list(model.architectures)

@@ -130,11 +130,12 @@ class BuildImageAction(_KeepsFindings):
                     model = None
             if model is not None:
                 derived_a, types = entries_from_model(model.architectures, model.model_type)
+                # the registry is only asked when cluster.add_architectures does not already say what to add
+                sup = await probe_support(node, base, [] if arches else list(model.architectures), model.model_type)
                 if not arches:
-                    sup = await probe_support(node, base, list(model.architectures), model.model_type)
                     arches = tuple(a for a in derived_a if not sup.architectures.get(a[0], False))
-                    if sup.model_type_known:
-                        types = ()
+                if sup.model_type_known:
+                    types = ()  # transformers already knows it: its config map stays as it is
             clear = bool(info.entrypoint) and not await self._passes_args(node, base, info.entrypoint)
             spec = HybridSpec(base=base, tag=tag, architectures=tuple(arches), model_types=tuple(types),
                               clear_entrypoint=clear)

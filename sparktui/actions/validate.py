@@ -1,7 +1,9 @@
 """``validate``: start the image on ONE node with the model mounted read-only, the way the image
 wants to be started (its env variables when it has a custom entrypoint that ignores arguments,
 else ``vllm serve`` arguments), follow its log through the Diagnoser's milestones and findings
-until the architecture is resolved and the engine initialises, or a finding says why not.
+until the API server is up, or a finding says why not; then prove the server answers: ``/health``,
+``/v1/models`` and one real chat completion through the openai client, reached through the node's
+own connection, and report the vLLM version it runs (``GET /version``).
 
 When the memory fit already says one node cannot hold the model, it says so BEFORE starting: the
 run then validates architecture support only, and "architecture OK, OOM as predicted" is a pass.
@@ -17,13 +19,16 @@ import time
 from ..model import Finding
 from ..probes.image import ImageInfo, ImageNotFound, inspect_image, run_in_image
 from ..probes.model import ModelProbeError, probe_model
+from ..probes.serving import ServingError, chat, endpoint, server_info
 from .base import Action, ActionContext, ActionFailed, ActionResult
 from .checks.entrypoint import passes_args
 from .checks.fit import compute_fit, gib, parse_meminfo
 from .image import default_image
 
 OOM_IDS = {"cuda_oom", "kv_cache_oom", "insufficient_free_memory", "host_oom_killed"}
-ENGINE_READY = {"kv_cache", "cuda_graphs", "api_ready"}
+ENGINE_READY = {"kv_cache", "cuda_graphs", "api_ready"}  # enough when an OOM is predicted anyway
+SERVING = {"api_ready"}
+SMOKE_PROMPT = "Say hello in one short sentence."
 CONSEQUENCES = {"engine_dead"}  # what follows any start-up failure: the cause is the other finding
 VALIDATE_LABEL = "sparktui.validate"
 # env names community images read, per role (seed-systems.md §2: names differ per tag)
@@ -108,7 +113,9 @@ class ValidateAction(Action):
                            "--host", c.serve_host, "--port", str(c.serve_port)]
                 if c.max_model_len:
                     command += ["--max-model-len", str(c.max_model_len)]
+                command += list(c.serve_args)
                 how = "vllm serve arguments: " + " ".join(command)
+            env = {**dict(c.env), **env}
             rec.data = {"image": image, "mode": "env" if env_mode else "args", "env": env, "command": command,
                         "predicted_oom": predicted_oom}
             rec.message = how
@@ -131,14 +138,76 @@ class ValidateAction(Action):
         ctx.on_cleanup(remove)
         async with ctx.step("start", f"{cname} on {node_name}", node=node_name) as rec:
             await remove()  # a leftover of an earlier, killed run
-            kw = dict(name=cname, detach=True, network_mode="host", labels={VALIDATE_LABEL: "1"},
+            # as the cluster runs it: host network and IPC (vLLM's shared-memory broadcast outgrows
+            # docker's 64 MiB /dev/shm).  One node: no RDMA, so no memlock ulimit to ask for.
+            kw = dict(name=cname, detach=True, network_mode="host", ipc_mode="host", labels={VALIDATE_LABEL: "1"},
                       environment=env, volumes={path: {"bind": mount, "mode": "ro"}})
             if command:
                 kw["command"] = command
             container = await asyncio.to_thread(lambda: client.containers.run(image, **kw))
             rec.message = f"{container.short_id} started; model mounted read-only at {mount}"
         verdict = await self._follow(ctx, node_name, client, cname, predicted_oom, findings)
+        if not verdict.ok and verdict.findings and any(f.id == "port_in_use" for f in verdict.findings):
+            verdict = await self._name_port_holder(node, c.serve_port, verdict)
+        if verdict.ok and verdict.data.get("outcome") == "ready" and not predicted_oom:
+            verdict = await self._serve_check(ctx, node_name, node, verdict)
         return verdict
+
+    @staticmethod
+    async def _name_port_holder(node, port: int, verdict: ActionResult) -> ActionResult:
+        """vLLM's "Address already in use" does not say which port nor who holds it: add both."""
+        from dataclasses import replace
+
+        extra = [f"serve port {port} on {node.name} is already taken"]
+        try:
+            res = await node.run(["ss", "-Hltnp", f"sport = :{port}"], timeout=10)
+            extra += [l.strip() for l in res.text.splitlines() if l.strip()][:3]
+        except Exception:  # who holds it is a courtesy; the finding stands without it
+            pass
+        found = [replace(f, evidence=(*f.evidence, *extra)) if f.id == "port_in_use" else f for f in verdict.findings]
+        return replace(verdict, findings=found)
+
+    async def _serve_check(self, ctx: ActionContext, node_name: str, node, verdict: ActionResult) -> ActionResult:
+        """The server answers: /health (polled until 200), /version, /v1/models, one chat completion."""
+        c = ctx.config.cluster
+        data = dict(verdict.data)
+        api_key = ctx.config.api_key()
+        async with ctx.step("serve", f"the API on {node_name}:{c.serve_port}", node=node_name) as rec:
+            try:
+                base = await endpoint(node, c.serve_host, c.serve_port)
+                deadline = time.monotonic() + 60
+                while True:  # "Starting vLLM API server" comes a moment before /health answers
+                    try:
+                        info = await server_info(base, api_key=api_key)
+                    except ServingError as exc:
+                        if exc.kind == "auth" or time.monotonic() > deadline:
+                            raise
+                        info = None
+                    if info is not None and info.healthy:
+                        break
+                    if time.monotonic() > deadline:
+                        raise ServingError(f"{base}/health did not answer 200 within 60 s", kind="unhealthy")
+                    await asyncio.sleep(0.5)
+                if not info.models:
+                    raise ServingError(f"{base}/v1/models lists no model", kind="no_model")
+                answer = await chat(base, info.models[0], SMOKE_PROMPT, api_key=api_key, max_tokens=64)
+            except ServingError as exc:
+                rec.status, rec.message = "failed", str(exc)
+                data["serving"] = {"error": str(exc)}
+                f = Finding("server_not_answering", "error", f"the API server does not answer: {exc}",
+                            f"{node_name}/validate", node=node_name, evidence=(str(exc),),
+                            advice="read the container log; check serve_host/serve_port and the API key")
+                return ActionResult(self.name, False, f.title, findings=[*verdict.findings, f], data=data)
+            data["vllm_version"] = info.version
+            data["served_model"] = info.models[0]
+            data["answer"] = answer.to_json()
+            said = (answer.content or "").strip() or f"(no content; reasoning: {(answer.reasoning or '')[:60]!r})"
+            rec.message = (f"vLLM {info.version or '?'} serves {info.models[0]!r}; chat answered "
+                           f"{said[:80]!r} ({answer.finish_reason}, {answer.total_s:.2f} s)")
+            rec.data = {"base_url": base, "health": info.healthy, "version": info.version, "models": list(info.models)}
+        version = f"vLLM {info.version}: " if info.version else ""
+        return ActionResult(self.name, True, f"{version}architecture resolved, the server answered a chat completion",
+                            findings=verdict.findings, data=data)
 
     async def _passes_args(self, node, image: str, info: ImageInfo) -> bool:
         if not info.entrypoint[0].startswith("/"):
@@ -195,7 +264,7 @@ class ValidateAction(Action):
                     tail = (tail + lines)[-20:]
                     for item in diag.feed_lines(key, lines, node_name):
                         self._note(ctx, node_name, item, seen_ms, errs)
-                    if seen_ms & ENGINE_READY:
+                    if seen_ms & (ENGINE_READY if predicted_oom else SERVING):
                         outcome = "ready"
                         break
             finally:
@@ -204,6 +273,12 @@ class ValidateAction(Action):
                 item = getattr(ev, "finding", None) or getattr(ev, "milestone", None)
                 if item is not None:
                     self._note(ctx, node_name, item, seen_ms, errs)
+            # the Diagnoser's causal order (root cause first), one finding per id
+            ranked: list[Finding] = []
+            for f in diag.findings:
+                if f.severity == "error" and all(g.id != f.id for g in ranked):
+                    ranked.append(f)
+            errs[:] = ranked
             rec.data = {"milestones": sorted(seen_ms), "last_lines": tail[-10:]}
             rec.message = f"{outcome}; milestones: {', '.join(sorted(seen_ms)) or 'none'}"
         return self._verdict(ctx, node_name, outcome, seen_ms, errs, predicted_oom, findings, tail)
@@ -221,19 +296,18 @@ class ValidateAction(Action):
     def _verdict(self, ctx, node_name, outcome, seen_ms, errs, predicted_oom, findings, tail) -> ActionResult:
         arch = "arch_resolved" in seen_ms
         ooms = [f for f in errs if f.id in OOM_IDS]
-        others = [f for f in errs if f.id not in OOM_IDS and f.id not in CONSEQUENCES]
-        if not others and not ooms:
-            others = [f for f in errs if f.id in CONSEQUENCES]
+        # errs are ranked root cause first (the Diagnoser's order); engine_dead and the like follow it
+        root = next((f for f in errs if f.id not in CONSEQUENCES), errs[0] if errs else None)
         data = {"milestones": sorted(seen_ms), "outcome": outcome, "predicted_oom": predicted_oom,
                 "architecture_resolved": arch, "oom": bool(ooms)}
         if arch and outcome == "ready" and not errs:
             return ActionResult(self.name, True, "architecture resolved, engine initialised", data=data)
-        if arch and ooms and predicted_oom and not others:
+        if arch and predicted_oom and root is not None and root.id in OOM_IDS:
             return ActionResult(self.name, True, "architecture OK, OOM as predicted (one node cannot hold the model; "
                                 "serve it with TP across the nodes)", findings=[*findings, *ooms], data=data)
-        if others or ooms:
-            first = (others or ooms)[0]
-            return ActionResult(self.name, False, f"{first.id}: {first.title}", findings=[*findings, *others, *ooms],
+        if root is not None:
+            rest = [f for f in errs if f is not root]
+            return ActionResult(self.name, False, f"{root.id}: {root.title}", findings=[*findings, root, *rest],
                                 data=data)
         what = "timed out" if outcome == "timeout" else "the container exited"
         f = Finding("engine_dead" if outcome != "timeout" else "rendezvous_timeout", "error",

@@ -36,6 +36,9 @@ class Entry:
     examples: tuple[str, ...] = ()
     caused_by: tuple[str, ...] = ()
     consequence_of: tuple[str, ...] = ()
+    # ids of findings that, seen EARLIER in the same source, make this one expected, not a fault
+    # (an engine that dies after a requested shutdown): it is then reported as info
+    benign_after: tuple[str, ...] = ()
     priority: int = 0
     derived: bool = False
 
@@ -117,7 +120,7 @@ def _entry(path: str, raw: object) -> Entry:
         raise _fail(path, fid, f"severity {raw['severity']!r} is not one of {', '.join(SEVERITIES)}")
     unknown = set(raw) - {
         "id", "severity", "title", "explanation", "advice", "patterns", "prefilter", "examples",
-        "caused_by", "consequence_of", "priority", "derived",
+        "caused_by", "consequence_of", "benign_after", "priority", "derived",
     }
     if unknown:
         raise _fail(path, fid, f"unknown key(s) {', '.join(sorted(unknown))}")
@@ -152,6 +155,7 @@ def _entry(path: str, raw: object) -> Entry:
         examples=_strs(path, fid, raw, "examples"),
         caused_by=_strs(path, fid, raw, "caused_by"),
         consequence_of=_strs(path, fid, raw, "consequence_of"),
+        benign_after=_strs(path, fid, raw, "benign_after"),
         priority=prio,
         derived=derived,
     )
@@ -195,7 +199,8 @@ def parse_catalogue(text: str, path: str = "catalogue.toml") -> Catalogue:
             raise _fail(path, e.id, "defined twice")
         entries[e.id] = e
     for e in entries.values():
-        for key, ids in (("caused_by", e.caused_by), ("consequence_of", e.consequence_of)):
+        for key, ids in (("caused_by", e.caused_by), ("consequence_of", e.consequence_of),
+                         ("benign_after", e.benign_after)):
             for c in ids:
                 if c not in entries:
                     raise _fail(path, e.id, f"{key} names unknown id {c!r}")

@@ -392,10 +392,14 @@ class SourceScanner:
         if k in self._raised:
             return
         self._raised.add(k)
+        severity, title = entry.severity, entry.title
+        after = next((f for f in self.findings if f.id in entry.benign_after), None) if entry.benign_after else None
+        if after is not None:  # expected here (e.g. the engine stopping after a requested shutdown)
+            severity, title = "info", f"{entry.title} (after: {after.title.lower()}, line {after.line})"
         f = Finding(
             id=entry.id,
-            severity=entry.severity,  # type: ignore[arg-type]
-            title=entry.title,
+            severity=severity,  # type: ignore[arg-type]
+            title=title,
             source=self.source,
             line=lineno,
             evidence=tuple(_ev(e) for e in evidence if e.strip()),

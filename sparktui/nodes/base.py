@@ -91,6 +91,8 @@ class Node(Protocol):
 
     # Optional: ``async open_tcp(host, port) -> (reader, writer)`` reaching host:port as the node sees
     # it (SSH direct-tcpip on ssh nodes).  Probes use it when present (e.g. NCCL RAS on 28028).
+    # Optional: ``async local_port(host, port) -> (addr, port)``, an address on the operator's machine
+    # reaching host:port as the node sees it (a local port forward on ssh nodes), for HTTP clients.
 
 
 Emit = Callable[["Event"], None]

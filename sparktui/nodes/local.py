@@ -86,6 +86,10 @@ class LocalNode:
         """(reader, writer) to host:port (the same call SshNode makes over its connection)."""
         return await asyncio.open_connection(host, port)
 
+    async def local_port(self, host: str, port: int) -> tuple[str, int]:
+        """host:port is already reachable from here (the same call SshNode answers with a forward)."""
+        return ("127.0.0.1" if host in ("0.0.0.0", "::", "") else host), port
+
     async def read_file(self, path: str) -> bytes:
         def _read() -> bytes:
             with open(path, "rb") as fh:

@@ -89,6 +89,7 @@ class SshNode:
         self._docker: "docker.DockerClient | None" = None
         self._docker_listener: asyncssh.SSHListener | None = None
         self._docker_dir: str | None = None
+        self._forwards: dict[tuple[str, int], asyncssh.SSHListener] = {}
 
     # ------------------------------------------------------------------ connection
     @property
@@ -166,6 +167,7 @@ class SshNode:
         self.last_error = str(exc) if exc else "connection closed"
         self._lost.set()
         self._drop_docker()
+        self._drop_forwards()
 
     async def wait_lost(self) -> None:
         """Return when the current connection is gone (immediately if there is none)."""
@@ -229,6 +231,21 @@ class SshNode:
         except (asyncssh.Error, OSError) as exc:
             raise NodeError(f"{self.name}: cannot connect to {host}:{port} on the node: {exc}") from None
 
+    async def local_port(self, host: str, port: int) -> tuple[str, int]:
+        """A loopback address on THIS machine that reaches host:port as the node sees it: a local port
+        forward on the node's connection (one per target, kept until close), for HTTP clients such
+        as the openai client that want an address, not a stream."""
+        key = (host, port)
+        listener = self._forwards.get(key)
+        if listener is None:
+            conn = await self._ensure()
+            try:
+                listener = await conn.forward_local_port("127.0.0.1", 0, host, port)
+            except (asyncssh.Error, OSError) as exc:
+                raise NodeError(f"{self.name}: cannot forward a local port to {host}:{port}: {exc}") from None
+            self._forwards[key] = listener
+        return "127.0.0.1", listener.get_port()
+
     async def read_file(self, path: str, timeout: float = 10.0) -> bytes:
         """Read over the connection's SFTP session: no process is spawned per read."""
         conn = await self._ensure()
@@ -278,6 +295,11 @@ class SshNode:
         self._docker = client
         return client
 
+    def _drop_forwards(self) -> None:
+        for listener in self._forwards.values():
+            listener.close()
+        self._forwards.clear()
+
     def _drop_docker(self) -> None:
         if self._docker is not None:
             try:
@@ -295,6 +317,7 @@ class SshNode:
     async def close(self) -> None:
         conn = self._conn
         self._drop_docker()
+        self._drop_forwards()
         self._conn = None
         self._client = None
         if conn is not None:

