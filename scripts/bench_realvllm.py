@@ -20,6 +20,7 @@ import shutil
 import socket
 import statistics
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -98,7 +99,7 @@ def main(args) -> list[dict]:
     reuse = os.environ.get("SPARKTUI_BENCH_REALVLLM_BED")
     env = {**os.environ, "SPARKTUI_TESTBED_DIR": reuse or f"/tmp/tbr-{pid}",
            "SPARKTUI_TESTBED_NET": os.environ.get("SPARKTUI_BENCH_REALVLLM_NET") or f"127.78.{pid % 250}"}
-    if "--cold" in os.sys.argv:
+    if "--cold" in sys.argv:  # scripts/bench keeps only the non-option words in args
         cache = Path(f"/tmp/tbr-cache-{pid}")
         cold_env = {**env, "SPARKTUI_TESTBED_CACHE": str(cache), "SPARKTUI_TESTBED_DIR": f"/tmp/tbr-cold-{pid}",
                     "SPARKTUI_TESTBED_NET": f"127.79.{pid % 250}"}

@@ -88,7 +88,7 @@ class LocalNode:
 
     async def local_port(self, host: str, port: int) -> tuple[str, int]:
         """host:port is already reachable from here (the same call SshNode answers with a forward)."""
-        return ("127.0.0.1" if host in ("0.0.0.0", "::", "") else host), port
+        return host, port
 
     async def read_file(self, path: str) -> bytes:
         def _read() -> bytes:

@@ -177,7 +177,7 @@ class RealVllmBed:
         r = self.docker(node, "image", "inspect", "--format", "{{.Id}}", ref)
         return r.stdout.strip() if r.returncode == 0 else None
 
-    def write_config(self, out: Path, *, nodes: dict | None = None, **cluster) -> Path:
+    def write_config(self, out: Path, **cluster) -> Path:
         """cluster.toml with [cluster] keys replaced (``env`` merged), written by the scenario's writer."""
         import tomllib
 
@@ -187,8 +187,6 @@ class RealVllmBed:
         data = tomllib.loads(self.config.read_text())
         env = {**data["cluster"].get("env", {}), **cluster.pop("env", {})}
         data["cluster"].update(cluster, env=env)
-        for n in data["node"]:
-            n.update((nodes or {}).get(n["name"], {}))
         seed_mod.write_config(out, data)
         return out
 
