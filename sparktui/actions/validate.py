@@ -255,8 +255,11 @@ class ValidateAction(Action):
                     if left <= 0:
                         break
                     try:
-                        lines = await asyncio.wait_for(queue.get(), left)
-                    except asyncio.TimeoutError:
+                        # asyncio.timeout, not wait_for: 3.11's wait_for loses a cancel (Ctrl+C) that
+                        # lands while the queue hands over a batch, and validate would run on
+                        async with asyncio.timeout(left):
+                            lines = await queue.get()
+                    except TimeoutError:
                         break
                     if lines is None:
                         outcome = "exited"
