@@ -20,7 +20,9 @@ writes three model directories under OUT_DIR (skipped when their stamp matches t
 - ``tiny-newarch``: ``tiny-reason`` whose config.json names ``Qwen4MoeForCausalLM``, an architecture
                     this vLLM does not have: the story's unknown-architecture failure, for real.
 
-6 heads of 32 divide by tensor parallel 1, 2 and 3; head size 32 is one the CPU attention supports.
+6 heads of 32 and a vocabulary of 2304 (= 3 x 768) divide by tensor parallel 1, 2 and 3 (vLLM shards
+the untied lm_head by vocabulary rows and asserts that they divide); head size 32 is one the CPU
+attention supports.
 Needs torch, transformers, tokenizers and safetensors: run it with the test bed's vLLM environment on
 PYTHONPATH (scripts/testbed does).  The reasoning and answer texts are exported for tests.
 """
@@ -37,7 +39,7 @@ REASONING = "Okay, user wants a short reply so I greet them"
 ANSWER = "Hello from the tiny model!"
 NEW_ARCH = "Qwen4MoeForCausalLM"
 SHAPE = dict(hidden_size=192, intermediate_size=384, num_hidden_layers=2, num_attention_heads=6,
-             num_key_value_heads=6, head_dim=32, vocab_size=2048, max_position_embeddings=4096)
+             num_key_value_heads=6, head_dim=32, vocab_size=2304, max_position_embeddings=4096)
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 THINK = ["<think>", "</think>"]  # ordinary (non-special) added tokens, as in Qwen3's tokenizer
 CHAT_TEMPLATE = (

@@ -79,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
             a.add_argument("--base", help="base image (default: cluster.base_image or cluster.image)")
             a.add_argument("--tag", help="tag of the result (default: cluster.hybrid_image)")
             a.add_argument("--node", help="node to build on (default: the head)")
+        if name == "launch":
+            a.add_argument("--replace", action="store_true",
+                           help="remove a stale container with the cluster's name first (else refused)")
+            a.add_argument("--timeout", type=float, default=None,
+                           help="seconds to wait for the API (default: cluster.ready_timeout)")
         if name == "push-image":
             a.add_argument("--image", help="image to push (default: cluster.hybrid_image or cluster.image)")
             a.add_argument("--from", dest="source", help="source node (default: the head)")

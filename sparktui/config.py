@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Any
 
 BACKENDS = ("ssh", "local", "sim")
+EXECUTORS = ("ray", "mp")  # Ray head + workers, or vLLM's own multi-node executor (--nnodes/--headless)
+ENGINES = ("vllm", "sglang")
+LAUNCHERS = ("sparktui", "spark-vllm-docker")  # our containers, or a launch-cluster.sh checkout
+IPC_MODES = ("host", "private")
 ROLES = ("head", "worker")
 _HOST_RE = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -60,6 +64,7 @@ class NodeConfig:
     role: str = "worker"
     model_path: str | None = None  # overrides cluster.model_path on this node
     gpu_count: int = 1
+    env: tuple[tuple[str, str], ...] = ()  # this node's own additions to cluster.env
     # where this node's unified-memory figures are read; a test bed points it at a GB10-shaped copy
     meminfo_path: str = "/proc/meminfo"
 
@@ -72,7 +77,7 @@ class ClusterConfig:
     model_mount: str = ""  # where it appears inside the container
     mount_readonly: bool = True
     served_model: str = ""  # the path/name given to `vllm serve`
-    tensor_parallel: int = 2
+    tensor_parallel: int = 0  # 0: the number of GPUs of all nodes (Config.tp)
     serve_port: int = 8000
     serve_host: str = "0.0.0.0"
     gpu_memory_utilization: float = 0.9
@@ -86,6 +91,16 @@ class ClusterConfig:
     hybrid_image: str | None = None
     # extra ssh arguments a node uses to reach its peers (push-image streams node-to-node over them)
     peer_ssh_args: tuple[str, ...] = ()
+    # launch (issue 10): how the cluster is started
+    executor: str = "ray"
+    engine: str = "vllm"
+    launcher: str = "sparktui"
+    master_port: int = 29501  # mp: torch.distributed / SGLang --dist-init-addr port on the head
+    ray_port: int = 6379
+    ipc: str = "host"  # "private" gives each container its own /dev/shm of shm_size
+    shm_size: str = "64g"
+    join_timeout: float = 60.0  # seconds for every node to join (Ray) / rendezvous before a finding
+    ready_timeout: float = 1800.0  # seconds from start to the API answering
 
 
 @dataclass(frozen=True)
@@ -106,6 +121,11 @@ class Config:
     def api_key(self) -> str | None:
         """The serving API key, read from the environment variable the config names (never stored)."""
         return os.environ.get(self.api_key_env) or None
+
+    @property
+    def tp(self) -> int:
+        """Tensor parallel size: as configured, else one rank per GPU of every node."""
+        return self.cluster.tensor_parallel or sum(max(1, n.gpu_count) for n in self.nodes)
 
     @property
     def head(self) -> NodeConfig:
@@ -170,6 +190,17 @@ def _str_list(path: str, text: str, key: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _env_table(path: str, text: str, key: str, raw: Any) -> tuple[tuple[str, str], ...]:
+    env = _expect(path, text, key, raw, dict, 'a table of NAME = "value"')
+    for k, v in env.items():
+        if not isinstance(v, str):
+            raise ConfigError(path, f"env {k} must be a string", key=f"{key}.{k}", line=_line_of(text, k))
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+            raise ConfigError(path, f"{k!r} is not an environment variable name", key=f"{key}.{k}",
+                              line=_line_of(text, k))
+    return tuple(env.items())
+
+
 def _parse_node(path: str, text: str, idx: int, raw: Any) -> NodeConfig:
     prefix = f"node[{idx}]"
     if not isinstance(raw, dict):
@@ -219,6 +250,8 @@ def _parse_node(path: str, text: str, idx: int, raw: Any) -> NodeConfig:
         kw["role"] = role
     if "gpu_count" in raw:
         kw["gpu_count"] = _expect(path, text, f"{prefix}.gpu_count", raw["gpu_count"], int, "an integer")
+    if "env" in raw:
+        kw["env"] = _env_table(path, text, f"{prefix}.env", raw["env"])
     if kw.get("identity_file"):
         p = Path(os.path.expanduser(kw["identity_file"]))
         if not p.is_file() or not os.access(p, os.R_OK):
@@ -261,11 +294,32 @@ def _parse_cluster(path: str, text: str, raw: Any) -> ClusterConfig:
     if "peer_ssh_args" in raw:
         kw["peer_ssh_args"] = _str_list(path, text, "cluster.peer_ssh_args", raw["peer_ssh_args"])
     if "env" in raw:
-        env = _expect(path, text, "cluster.env", raw["env"], dict, "a table of NAME = \"value\"")
-        for k, v in env.items():
-            if not isinstance(v, str):
-                raise ConfigError(path, f"env {k} must be a string", key=f"cluster.env.{k}", line=_line_of(text, k))
-        kw["env"] = tuple(env.items())
+        kw["env"] = _env_table(path, text, "cluster.env", raw["env"])
+    for key, allowed in (("executor", EXECUTORS), ("engine", ENGINES), ("launcher", LAUNCHERS), ("ipc", IPC_MODES)):
+        if key in raw:
+            v = _expect(path, text, f"cluster.{key}", raw[key], str, "a string")
+            if v not in allowed:
+                raise ConfigError(path, f"unknown {key} {v!r}", key=f"cluster.{key}", line=_line_of(text, key),
+                                  hint="one of " + ", ".join(allowed))
+            kw[key] = v
+    if "shm_size" in raw:
+        v = _expect(path, text, "cluster.shm_size", raw["shm_size"], str, "a string like \"64g\"")
+        if not re.fullmatch(r"[0-9]+[bkmgBKMG]?", v):
+            raise ConfigError(path, f"{v!r} is not a size", key="cluster.shm_size", line=_line_of(text, "shm_size"),
+                              hint='write it like "64g" or "512m"')
+        kw["shm_size"] = v
+    for key in ("master_port", "ray_port"):
+        if key in raw:
+            v = _expect(path, text, f"cluster.{key}", raw[key], int, "an integer")
+            if not 0 < v < 65536:
+                raise ConfigError(path, f"port {v} out of range", key=f"cluster.{key}", line=_line_of(text, key))
+            kw[key] = v
+    for key in ("join_timeout", "ready_timeout"):
+        if key in raw:
+            v = _expect(path, text, f"cluster.{key}", raw[key], (int, float), "a number of seconds")
+            if v <= 0:
+                raise ConfigError(path, "must be > 0", key=f"cluster.{key}", line=_line_of(text, key))
+            kw[key] = float(v)
     if "add_architectures" in raw:
         arches = _expect(path, text, "cluster.add_architectures", raw["add_architectures"], dict,
                          'a table of Arch = ["module", "Class"]')

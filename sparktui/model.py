@@ -276,6 +276,7 @@ class ActionEvent:
     progress: float | None = None
     node: str = ""
     ts: float = field(default_factory=now)
+    key: str = ""  # machine-readable detail: the milestone id of a launch's per-node progress
 
 
 @dataclass(frozen=True, slots=True)

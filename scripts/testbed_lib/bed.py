@@ -64,6 +64,7 @@ class Bed:
         self.client_key = self.dir / "client" / "id_ed25519"
         self.known_hosts = self.dir / "client" / "known_hosts"
         self.authorized = self.dir / "client" / "authorized_keys"
+        self.ssh_config = self.dir / "client" / "ssh_config"
         self.state_file = self.dir / "bed.json"
         try:  # an existing bed keeps the addresses it was made with
             saved = json.loads(self.state_file.read_text())
@@ -160,10 +161,31 @@ Subsystem sftp internal-sftp
 LogLevel VERBOSE
 SetEnv PATH={path} HOME={n.dir}/home DOCKER_HOST=unix://{n.sock} {procs.MARK}={n.dir}/
 """)
+        self.write_ssh_wrappers(n)
         pid = procs.read_pid(n.sshd_pid)
         if old is not None and old != cfg_path.read_text() and pid:
             os.kill(pid, signal.SIGHUP)  # sshd re-execs with the new config; sessions stay
             say(f"{n.name}: sshd reloaded with the new config")
+
+    def write_ssh_wrappers(self, n: NodeDirs) -> None:
+        """`ssh`/`scp` in the node's bin dir (first on a session's PATH): node-to-node SSH is passwordless
+        as between real Sparks (launch-cluster.sh relies on it).  A wrapper, not ~/.ssh: OpenSSH reads
+        ~/.ssh from the passwd home (/root), not from the session's $HOME."""
+        self.ssh_config.parent.mkdir(parents=True, exist_ok=True)
+        self.ssh_config.write_text(f"""\
+# sparktui test bed: ssh between bed nodes (used through <node dir>/bin/ssh)
+Host *
+  User root
+  Port {self.port}
+  IdentityFile {self.client_key}
+  IdentitiesOnly yes
+  UserKnownHostsFile {self.known_hosts}
+  StrictHostKeyChecking yes
+""")
+        for tool in ("ssh", "scp"):
+            w = n.bin / tool
+            w.write_text(f'#!/bin/sh\nexec /usr/bin/{tool} -F "{self.ssh_config}" "$@"\n')
+            os.chmod(w, 0o755)
 
     def sshd_running(self, n: NodeDirs) -> bool:
         return procs.alive(procs.read_pid(n.sshd_pid))

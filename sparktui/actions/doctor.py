@@ -240,7 +240,7 @@ class DoctorAction(Action):
                 out.append(skip("memory_fit", f"{path} has no MemTotal", n.name))
                 continue
             avail = mi.get("MemAvailable", mi.get("MemFree", 0))
-            out.extend(fit_results(n.name, model.total_bytes, model.size_source, c.tensor_parallel,
+            out.extend(fit_results(n.name, model.total_bytes, model.size_source, ctx.config.tp,
                                    mi["MemTotal"], avail, c.gpu_memory_utilization))
         # one single-node warning is enough when every node says the same
         singles = [r for r in out if r.check == "memory_fit_single"]

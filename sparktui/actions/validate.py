@@ -13,7 +13,6 @@ The container is removed at the end, on failure and on cancel.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 
 from ..model import Finding
@@ -22,6 +21,7 @@ from ..probes.model import ModelProbeError, probe_model
 from ..probes.serving import ServingError, chat, endpoint, server_info
 from .base import Action, ActionContext, ActionFailed, ActionResult
 from .checks.entrypoint import passes_args
+from .container_logs import LogPump
 from .checks.fit import compute_fit, gib, parse_meminfo
 from .image import default_image
 
@@ -217,26 +217,7 @@ class ValidateAction(Action):
 
     async def _follow(self, ctx: ActionContext, node_name: str, client, cname: str, predicted_oom: bool,
                       findings: list[Finding]) -> ActionResult:
-        loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
-        stop = threading.Event()
-
-        def pump() -> None:
-            buf = b""
-            try:
-                for chunk in client.api.logs(cname, stream=True, follow=True):
-                    if stop.is_set():
-                        break
-                    buf += chunk
-                    *lines, buf = buf.split(b"\n")
-                    if lines:
-                        loop.call_soon_threadsafe(queue.put_nowait, [l.decode("utf-8", "replace") for l in lines])
-            except Exception:
-                pass
-            if buf:
-                loop.call_soon_threadsafe(queue.put_nowait, [buf.decode("utf-8", "replace")])
-            loop.call_soon_threadsafe(queue.put_nowait, None)
-
         from ..diagnosis import Diagnoser
 
         diag = Diagnoser()
@@ -244,8 +225,7 @@ class ValidateAction(Action):
         seen_ms: set[str] = set()
         errs: list[Finding] = []
         tail: list[str] = []
-        thread = threading.Thread(target=pump, daemon=True, name="validate-logs")
-        thread.start()
+        pump = LogPump(client, cname, key, queue).start()
         deadline = time.monotonic() + self.timeout
         outcome = "timeout"
         async with ctx.step("follow", "milestones from the container log", node=node_name) as rec:
@@ -258,7 +238,7 @@ class ValidateAction(Action):
                         # asyncio.timeout, not wait_for: 3.11's wait_for loses a cancel (Ctrl+C) that
                         # lands while the queue hands over a batch, and validate would run on
                         async with asyncio.timeout(left):
-                            lines = await queue.get()
+                            _, lines = await queue.get()
                     except TimeoutError:
                         break
                     if lines is None:
@@ -271,7 +251,7 @@ class ValidateAction(Action):
                         outcome = "ready"
                         break
             finally:
-                stop.set()
+                pump.stop()
             for ev in diag.finish():
                 item = getattr(ev, "finding", None) or getattr(ev, "milestone", None)
                 if item is not None:

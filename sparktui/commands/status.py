@@ -108,6 +108,57 @@ async def _containers(node) -> list[dict]:
     return sorted(out, key=lambda c: c["name"])
 
 
+async def _cluster(config: Config, timeout: float) -> dict[str, Any]:
+    """The cluster's containers on every node, what they add up to, and whether the serve port answers."""
+    from ..nodes import make_node
+    from ..probes.cluster import check_cluster
+    from ..probes.serving import endpoint, server_info
+
+    c = config.cluster
+    out: dict[str, Any] = {"name": c.name, "state": "unknown", "containers": [], "findings": [],
+                           "serve": {"host": c.serve_host, "port": c.serve_port, "answering": False}}
+    nodes = {n.name: make_node(n) for n in config.nodes if n.backend != "sim"}
+    if not nodes:
+        return out
+    try:
+        async with asyncio.timeout(timeout * 2):
+            view, a = await check_cluster(nodes, c.name, [n.name for n in config.nodes])
+            out.update(state=a.state, launch=a.launch, containers=[x.to_json() for x in view.all()],
+                       unreachable=view.unreachable, findings=[f.to_json() for f in a.findings])
+            head = nodes.get(config.head.name)
+            if head is not None and a.state in ("running", "half"):
+                try:
+                    base = await endpoint(head, c.serve_host, c.serve_port)
+                    info = await server_info(base, api_key=config.api_key(), timeout=timeout)
+                    out["serve"].update(url=base, answering=True, healthy=info.healthy, version=info.version,
+                                        models=list(info.models))
+                except Exception as exc:  # not answering is the fact to show
+                    out["serve"]["error"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    except Exception as exc:
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        for n in nodes.values():
+            try:
+                await n.close()
+            except Exception:
+                pass
+    return out
+
+
+def _cluster_text(cl: dict) -> str:
+    lines = [f"cluster {cl['name']}: {cl['state']}"]
+    for x in cl.get("containers", []):
+        lines.append(f"  {x['node']:<10} {x['name']:<20} rank {x['rank']}  {x['status']}")
+    s = cl.get("serve", {})
+    if s.get("answering"):
+        lines.append(f"  serving  {s.get('url')}  models {s.get('models')}  vLLM {s.get('version') or '?'}")
+    elif cl["state"] in ("running", "half"):
+        lines.append(f"  serving  {s.get('host')}:{s.get('port')} not answering: {s.get('error', '?')}")
+    for f in cl.get("findings", []):
+        lines.append(f"  {f['severity'].upper():8} {f['id']}: {f['title']}")
+    return "\n".join(lines)
+
+
 def _gib(n: int | None) -> str:
     return "?" if n is None else f"{n / (1 << 30):.1f} GiB"
 
@@ -152,15 +203,17 @@ def run(args) -> int:
     _check_keys(config)
     timeout = float(getattr(args, "timeout", 10.0) or 10.0)
 
-    async def all_nodes() -> list[dict]:
-        return list(await asyncio.gather(*(_snapshot(n, timeout) for n in config.nodes)))
+    async def all_nodes() -> tuple[list[dict], dict]:
+        *snaps, cluster = await asyncio.gather(*(_snapshot(n, timeout) for n in config.nodes), _cluster(config, timeout))
+        return list(snaps), cluster
 
-    nodes = asyncio.run(all_nodes())
+    nodes, cluster = asyncio.run(all_nodes())
     ok = all(n["reachable"] for n in nodes)
     if getattr(args, "json", False):
-        print(json.dumps({"config": config.path, "ok": ok, "nodes": nodes}, indent=2, default=str))
+        print(json.dumps({"config": config.path, "ok": ok, "nodes": nodes, "cluster": cluster}, indent=2, default=str))
     else:
         print(_text(nodes))
+        print(_cluster_text(cluster))
     for n in nodes:
         if n["host_key"]:
             print(f"sparktui: {n['error']}", file=sys.stderr)

@@ -4,6 +4,12 @@ The catalogue is data: one entry per finding id with its severity, patterns, pre
 explanation, advice and causal relations.  ``load_catalogue()`` refuses a broken file with one
 clear line (``CatalogueError``): unknown ids in relations, bad regexes, examples that their own
 patterns do not match, a relation cycle.
+
+Every finding is raised by one of three things (``raised_by``): a log line its patterns match
+(``"line"``), the analysis of whole logs (``"analysis"``: rank comparison, end of input; written
+``derived = true``), or code that looks at container states (``"state"``: a half cluster, a stale
+container).  Only ``"line"`` entries have patterns; the others are data for the code that raises
+them, which builds the ``model.Finding`` with ``Catalogue.finding(id, ...)``.
 """
 
 from __future__ import annotations
@@ -13,11 +19,14 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
-__all__ = ["CatalogueError", "Entry", "Catalogue", "load_catalogue", "default_catalogue", "CATALOGUE_PATH"]
+__all__ = ["CatalogueError", "Entry", "Catalogue", "load_catalogue", "default_catalogue", "entry", "finding",
+           "CATALOGUE_PATH", "RAISED_BY"]
 
 CATALOGUE_PATH = Path(__file__).with_name("catalogue.toml")
 SEVERITIES = ("error", "warning", "info")
+RAISED_BY = ("line", "analysis", "state")  # what raises a finding (see the module docstring)
 
 
 class CatalogueError(ValueError):
@@ -40,7 +49,8 @@ class Entry:
     # (an engine that dies after a requested shutdown): it is then reported as info
     benign_after: tuple[str, ...] = ()
     priority: int = 0
-    derived: bool = False
+    derived: bool = False  # not raised by a line pattern (raised_by "analysis" or "state")
+    raised_by: str = "line"
 
     def search(self, line: str) -> re.Match[str] | None:
         for rx in self.patterns:
@@ -68,6 +78,26 @@ class Catalogue:
 
     def __getitem__(self, fid: str) -> Entry:
         return self.entries[fid]
+
+    def entry(self, fid: str) -> Entry:
+        """The entry of one id (title, severity, explanation, advice, relations); KeyError names it."""
+        try:
+            return self.entries[fid]
+        except KeyError:
+            raise KeyError(f"no finding {fid!r} in {self.path or 'the catalogue'}") from None
+
+    def finding(self, fid: str, *, source: str = "", node: str = "", line: int | None = None,
+                evidence: Iterable[str] = (), title: str | None = None, severity: str | None = None):
+        """A ``model.Finding`` for ``fid`` built from the catalogue's data (severity, title, advice,
+        explanation), for code that raises findings itself (container states, launch checks)."""
+        from ..model import Finding  # the catalogue is data: it needs the model only here
+
+        e = self.entry(fid)
+        return Finding(
+            id=e.id, severity=(severity or e.severity), title=title or e.title,  # type: ignore[arg-type]
+            source=source, line=line, evidence=tuple(evidence), advice=e.advice,
+            explanation=e.explanation, node=node,
+        )
 
     def __contains__(self, fid: object) -> bool:
         return fid in self.entries
@@ -120,11 +150,17 @@ def _entry(path: str, raw: object) -> Entry:
         raise _fail(path, fid, f"severity {raw['severity']!r} is not one of {', '.join(SEVERITIES)}")
     unknown = set(raw) - {
         "id", "severity", "title", "explanation", "advice", "patterns", "prefilter", "examples",
-        "caused_by", "consequence_of", "benign_after", "priority", "derived",
+        "caused_by", "consequence_of", "benign_after", "priority", "derived", "raised_by",
     }
     if unknown:
         raise _fail(path, fid, f"unknown key(s) {', '.join(sorted(unknown))}")
     derived = bool(raw.get("derived", False))
+    raised_by = raw.get("raised_by", "analysis" if derived else "line")
+    if raised_by not in RAISED_BY:
+        raise _fail(path, fid, f"raised_by {raised_by!r} is not one of {', '.join(RAISED_BY)}")
+    if derived and raised_by == "line":
+        raise _fail(path, fid, 'derived = true contradicts raised_by = "line"')
+    derived = raised_by != "line"
     pats = _strs(path, fid, raw, "patterns")
     compiled = []
     for p in pats:
@@ -133,10 +169,10 @@ def _entry(path: str, raw: object) -> Entry:
         except re.error as exc:
             raise _fail(path, fid, f"bad regex {p!r}: {exc}") from None
     prefilter = _strs(path, fid, raw, "prefilter")
-    if derived and pats:
-        raise _fail(path, fid, "a derived finding has no patterns")
+    if derived and (pats or "prefilter" in raw or "examples" in raw):
+        raise _fail(path, fid, f"a finding raised by {raised_by} has no patterns, prefilter or examples")
     if not derived and not pats:
-        raise _fail(path, fid, "needs patterns (or derived = true)")
+        raise _fail(path, fid, 'needs patterns (or derived = true, or raised_by = "state")')
     if pats and not prefilter:
         raise _fail(path, fid, "patterns need at least one prefilter literal")
     if any(not lit for lit in prefilter):
@@ -158,6 +194,7 @@ def _entry(path: str, raw: object) -> Entry:
         benign_after=_strs(path, fid, raw, "benign_after"),
         priority=prio,
         derived=derived,
+        raised_by=raised_by,
     )
     for ex in entry.examples:
         if not any(lit in ex for lit in entry.prefilter):
@@ -222,3 +259,13 @@ def load_catalogue(path: str | Path | None = None) -> Catalogue:
 @functools.lru_cache(maxsize=1)
 def default_catalogue() -> Catalogue:
     return load_catalogue()
+
+
+def entry(fid: str) -> Entry:
+    """The default catalogue's entry for ``fid``."""
+    return default_catalogue().entry(fid)
+
+
+def finding(fid: str, **kw):
+    """A ``model.Finding`` for ``fid`` from the default catalogue (see ``Catalogue.finding``)."""
+    return default_catalogue().finding(fid, **kw)

@@ -420,6 +420,24 @@ class SourceScanner:
         self._raise(entry, lineno, evidence, out)
         return out[0] if out else None
 
+    def hang_cause(self) -> list[Finding]:
+        """The cause named by a hang marker (milestones.toml ``hang_after``) when this log stopped
+        RIGHT AFTER it inside its open phase: only blank lines follow it, no error came after it.
+        Called at end of input (``finish``) and, live, when the stall detector raises its alarm."""
+        mark = self.milestones.hang_mark()
+        if mark is None or not self.tail:
+            return []
+        line, fid, text, phase = mark
+        if line < self.tail[0][0]:
+            return []  # more lines followed than the tail holds: not right after it
+        if any(n > line and lineprefix.body(lineprefix.clean(t)).strip() for n, t in self.tail):
+            return []  # something else was printed after it: the process went on
+        if any(f.severity == "error" and (f.line or 0) > line for f in self.findings):
+            return []
+        tail = [f"{n}: {t}" for n, t in self.tail]
+        f = self.raise_derived(fid, line, [text, f"the log stops right after it, during {phase}"] + tail)
+        return [f] if f else []
+
     def finish(self) -> list[Finding | Milestone]:
         """End of input: close a traceback and report a log that stopped inside a phase."""
         out = self.flush()
@@ -438,6 +456,7 @@ class SourceScanner:
                 if f:
                     out.append(f)
                 break
+        out.extend(self.hang_cause())  # the specific cause first, then the hang it explains
         phase = self.milestones.open_phase()
         if phase is not None and (phase[0] or 0) > last_error:
             f = self.raise_derived(

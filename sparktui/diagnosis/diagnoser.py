@@ -2,7 +2,8 @@
 
 One ``SourceScanner`` per source key ``f"{node}/{source}"`` (or the file name offline).  ``feed``
 is what the engine calls for every event; ``tick`` closes tracebacks whose stream went quiet;
-``finish`` is end-of-input for offline files (suspected hangs, cross-rank comparison).
+``finish`` is end-of-input for offline files (suspected hangs, cross-rank comparison); the live
+stall detector's alarm (a ``suspected_hang`` FindingRaised fed back to us) runs the same hang check.
 """
 
 from __future__ import annotations
@@ -78,7 +79,20 @@ class Diagnoser:
             return []
         if isinstance(event, ContainersSnapshot):
             return self._check_images(event)
+        if isinstance(event, FindingRaised):
+            return self._on_alarm(event.finding)
         return []
+
+    def _on_alarm(self, f: Finding) -> list[Event]:
+        """Live counterpart of ``finish``'s hang check: when the stall detector reports a suspected
+        hang, a source whose log stopped right after a hang marker (SGLang's "Custom allreduce is
+        disabled ...") names the cause."""
+        if f.id != "suspected_hang" or f.source in self.scanners:
+            return []  # ours (end of input) or not an alarm
+        out: list = []
+        for sc in self.scanners.values():
+            out.extend(sc.hang_cause())
+        return _wrap(out)
 
     def tick(self, now: float | None = None) -> list[Event]:
         mono = time.monotonic()

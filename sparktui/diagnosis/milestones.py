@@ -4,7 +4,9 @@
 (weights 18/40 shards, KV cache sized, ...), merging the facts of several lines of one milestone
 (KV cache GiB + tokens + concurrency) into one text and one ``detail``.  ``note()`` lets the NCCL
 rank tracker report ``nccl_ready``.  ``open_phase()`` tells the end-of-input check which phase a
-log stopped in (weights loading at 45 %, or a [[phase]] of milestones.toml started and not ended).
+log stopped in (weights loading at 45 %, or a [[phase]] of milestones.toml started and not ended);
+``hang_mark()`` the line inside an open phase that names a hang's cause when the log stops right
+after it (a phase's ``hang_after`` / ``hang_finding``: SGLang's "Custom allreduce is disabled ...").
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ class Rule:
     progress: tuple[str, ...] = ()
     detail: tuple[str, ...] = ()
     one_shot: bool = False
-    kind: str = "milestone"  # milestone | phase_start | phase_end ([[phase]] tables)
+    kind: str = "milestone"  # milestone | phase_start | phase_end | phase_hang ([[phase]] tables)
+    finding: str = ""  # phase_hang: the catalogue id a log stopping right after this line raises
 
 
 @dataclass(frozen=True)
@@ -77,20 +80,35 @@ def parse_rules(text: str, path: str = "milestones.toml") -> Rules:
         pid = raw.get("id")
         where = f"{path}: phase #{i + 1} ({pid!r})"
         for end in ("start", "end"):
-            try:
-                rx = re.compile(raw[end])
-            except (KeyError, re.error) as exc:
-                raise CatalogueError(f"{where}: bad or missing {end}: {exc}") from None
-            lits = tuple(raw.get(f"{end}_prefilter", ()))
-            if not lits:
-                raise CatalogueError(f"{where}: needs {end}_prefilter")
+            rx, lits = _pattern(raw, end, where)
             rules.append(Rule(str(pid), rx, lits, str(raw.get("text", pid)), kind=f"phase_{end}"))
         for ex in raw.get("examples", ()):
             if not any(r.pattern.search(ex) for r in rules[-2:]):
                 raise CatalogueError(f"{where}: example not matched: {ex[:80]!r}")
+        if "hang_after" in raw or "hang_finding" in raw:
+            fid = raw.get("hang_finding")
+            if not isinstance(fid, str) or not fid:
+                raise CatalogueError(f"{where}: hang_after needs hang_finding (a catalogue id)")
+            rx, lits = _pattern(raw, "hang_after", where)
+            for ex in raw.get("hang_examples", ()):
+                if not any(lit in ex for lit in lits) or not rx.search(ex):
+                    raise CatalogueError(f"{where}: hang example not matched: {ex[:80]!r}")
+            rules.append(Rule(str(pid), rx, lits, str(raw.get("text", pid)), kind="phase_hang", finding=fid))
     for mid in MILESTONE_ORDER:
         labels.setdefault(mid, mid.replace("_", " "))
     return Rules(tuple(rules), labels)
+
+
+def _pattern(raw: dict, key: str, where: str) -> tuple[re.Pattern[str], tuple[str, ...]]:
+    """A phase's ``key`` regex and its ``key_prefilter`` literals, both required."""
+    try:
+        rx = re.compile(raw[key])
+    except (KeyError, re.error) as exc:
+        raise CatalogueError(f"{where}: bad or missing {key}: {exc}") from None
+    lits = tuple(raw.get(f"{key}_prefilter", ()))
+    if not lits:
+        raise CatalogueError(f"{where}: needs {key}_prefilter")
+    return rx, lits
 
 
 @functools.lru_cache(maxsize=1)
@@ -114,6 +132,7 @@ class MilestoneTracker:
         self.progress: dict[str, float] = {}
         self.generation = 0  # bumps when the process restarts in the same log (a new run)
         self.phases: dict[str, tuple[int, str]] = {}  # open [[phase]]s: id -> (line, text)
+        self.hang_marks: dict[str, tuple[int, str, str]] = {}  # phase id -> (line, finding id, line text)
 
     def reset(self) -> None:
         self._parts.clear()
@@ -122,6 +141,7 @@ class MilestoneTracker:
         self.reached.clear()
         self.progress.clear()
         self.phases.clear()
+        self.hang_marks.clear()
         self.generation += 1
 
     def match(self, line: str, lineno: int, only: Iterable[int] | None = None) -> list[Milestone]:
@@ -141,8 +161,12 @@ class MilestoneTracker:
             if rule.kind != "milestone":
                 if rule.kind == "phase_start":
                     self.phases[rule.id] = (lineno, rule.text)
+                elif rule.kind == "phase_hang":
+                    if rule.id in self.phases:  # only inside its open phase
+                        self.hang_marks[rule.id] = (lineno, rule.finding, line)
                 else:
                     self.phases.pop(rule.id, None)
+                    self.hang_marks.pop(rule.id, None)
                 continue
             if rule.id == "container_started" and self.reached:
                 self.reset()  # the process started again in the same log: a new run
@@ -193,6 +217,15 @@ class MilestoneTracker:
         )
         self.reached[mid] = ms
         return ms
+
+    def hang_mark(self) -> tuple[int, str, str, str] | None:
+        """(line, finding id, line text, phase text) of the latest hang marker inside a phase that
+        is still open; whether the log stopped RIGHT AFTER it is the caller's call (it has the tail)."""
+        best = None
+        for pid, (line, fid, text) in self.hang_marks.items():
+            if pid in self.phases and (best is None or line > best[0]):
+                best = (line, fid, text, self.phases[pid][1])
+        return best
 
     def open_phase(self) -> tuple[int | None, str] | None:
         """(line, description) of the phase a log stopped inside, if any: weights loading below

@@ -162,7 +162,7 @@ def _node_vars(config: "Config", spec: SimNodeSpec, scene: Scene, params: dict) 
     ranks = [s for s in scene.specs if s.rank is not None]
     rank = spec.rank or 0
     head = scene.specs[0]
-    tp = params.get("tp", cl.tensor_parallel)
+    tp = params.get("tp", config.tp)
     max_len = cl.max_model_len or 32768
     return {
         "host": spec.name.split(".")[0], "pid": spec.pid, "tid": spec.pid + 100, "ip": spec.ip,

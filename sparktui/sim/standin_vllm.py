@@ -32,11 +32,16 @@ Environment:
   SPARKTUI_STANDIN_SCRIPTS     directory holding blocks.toml (else scripts/ beside this file,
                                else /opt/standin/scripts/)
   SPARKTUI_STANDIN_STEP_SECONDS / _LOG_EVERY  pause between start-up phases (0.02) / stats line period (10)
-  SPARKTUI_STANDIN_PEERS       "host:ip,..." of the other ranks (log text only)
+  SPARKTUI_STANDIN_PEERS       "host:ip,..." of the other ranks (log text only; Ray-placed ranks use the
+                               nodes Ray reports instead)
   SPARKTUI_STANDIN_FAULT_AFTER requests served before desync / worker-death strike (default 1)
   SPARKTUI_STANDIN_PG_WAIT_SECONDS / _PG_TIMEOUT  with --distributed-executor-backend ray: how often
-                               "Waiting for creating a placement group" repeats while `ray status`
-                               shows fewer GPUs than -tp, and when it gives up (default 10 / 1800)
+                               "Waiting for creating a placement group" repeats while Ray cannot
+                               place -tp GPUs, and when it gives up (default 10 / 1800).  With Ray's
+                               Python API (`import ray` works) it connects (address="auto"), asks
+                               for a STRICT_SPREAD placement group of one GPU per rank and starts
+                               one actor per bundle, whose node IPs and pids the rank lines show;
+                               without it, it counts the GPUs in `ray status`
   SPARKTUI_STANDIN_RPC_TIMEOUT  desync: seconds until "RPC call to sample_tokens timed out" (default: never)
 
 Run: python3 standin_vllm.py serve MODEL_PATH [--port N] [...].  Importing it has no side effects.
@@ -267,9 +272,10 @@ def startup(args, log: Log, fault: str, model_dir: Path) -> int | None:
     _pause(step)
     log.block("arch_resolved")
     log.block("engine_init")
+    placed: list[tuple[str, str, int]] = []
     if args.distributed_executor_backend == "ray" and tp > 1:
         log.block("engine_ray")
-        rc = ray_placement(log, tp)
+        rc, placed = ray_placement(log, tp)
         if rc is not None:
             return rc
     util = args.gpu_memory_utilization
@@ -279,7 +285,7 @@ def startup(args, log: Log, fault: str, model_dir: Path) -> int | None:
         log.block("free_memory", "standin", free_gib=f"{min(free, want - 0.01):.2f}", want_gib=f"{want:.2f}",
                   util=f"{util}")
         return 1
-    ranks = _ranks(tp)
+    ranks = placed or _ranks(tp)
     for rank, (host, ip, pid) in enumerate(ranks):
         pre = _prefix(args, rank, ip, pid)
         log.block("rank_dist_init", prefix=pre, rank=rank, nranks=tp)
@@ -348,8 +354,81 @@ def ray_gpus() -> float | None:
     return float(m.group(1)) if m else 0.0
 
 
-def ray_placement(log: Log, tp: int) -> int | None:
-    """With `--distributed-executor-backend ray`: the real Ray must offer `tp` GPUs, as vLLM needs."""
+def ray_placement(log: Log, tp: int) -> tuple[int | None, list[tuple[str, str, int]]]:
+    """With `--distributed-executor-backend ray`: Ray must place one GPU per rank, as vLLM needs.
+
+    Returns (exit code or None, the ranks' (host, ip, pid) in rank order; empty without Ray's Python
+    API, then the log uses VLLM_HOST_IP / SPARKTUI_STANDIN_PEERS)."""
+    every = float(os.environ.get("SPARKTUI_STANDIN_PG_WAIT_SECONDS", "10"))
+    limit = float(os.environ.get("SPARKTUI_STANDIN_PG_TIMEOUT", "1800"))
+    try:
+        import ray  # only where the real Ray is installed (the real-vllm image); never at import time
+    except ImportError:
+        return _ray_status_placement(log, tp, every, limit), []
+    return _ray_pg_placement(ray, log, tp, every, limit)
+
+
+# the placement group and its actors live as long as the server, as vLLM's workers do: `ray status`
+# then shows the GPUs in use while it serves
+_HELD: list = []
+
+
+def _ray_pg_placement(ray, log: Log, tp: int, every: float, limit: float) -> tuple[int | None, list]:
+    """A real placement group of one GPU per node, and one actor per bundle that reports its node."""
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    try:
+        ray.init(address="auto")
+    except ConnectionError:
+        log.block("ray_not_running", "standin")
+        return 1, []
+    # STRICT_SPREAD: one rank per node, which is what a Spark pair (one GB10 each) gives anyway
+    pg = placement_group([{"GPU": 1.0}] * tp, strategy="STRICT_SPREAD")
+    specs = repr(pg.bundle_specs)
+    ready_ref = pg.ready()
+    waited = 0.0
+    # vLLM's _wait_until_pg_ready: wait, print the line, repeat; give up after the timeout
+    while waited < limit:
+        step = min(every, limit - waited)
+        done, _ = ray.wait([ready_ref], timeout=step)
+        if done:
+            break
+        waited += step
+        log.block("pg_waiting", "standin", waited=f"{int(waited)}", specs=specs)
+    else:
+        done, _ = ray.wait([ready_ref], timeout=0)
+        if not done:
+            log.block("pg_timeout", "standin", specs=specs, timeout=f"{int(limit)}")
+            remove_placement_group(pg)
+            return 1, []
+
+    @ray.remote(num_cpus=0, num_gpus=1)
+    class RankProbe:
+        def where(self) -> tuple[str, str, int]:
+            import os as _os
+            import socket as _socket
+
+            import ray as _ray
+            return _socket.gethostname().split(".")[0], _ray.util.get_node_ip_address(), _os.getpid()
+
+    actors = [RankProbe.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+        placement_group=pg, placement_group_bundle_index=i)).remote() for i in range(tp)]
+    try:
+        where = ray.get([a.where.remote() for a in actors], timeout=max(60.0, every))
+    except Exception as exc:  # an actor that cannot start on its node (the stand-in's own message)
+        print(f"standin_vllm: Ray actors did not start: {exc}", file=sys.stderr)
+        remove_placement_group(pg)
+        return 1, []
+    _HELD.extend([pg, *actors])
+    # rank 0 on the driver's node, as vLLM sorts the bundles (get_bundles_sorted_by_node)
+    here = ray.util.get_node_ip_address()
+    where.sort(key=lambda w: w[1] != here)
+    return None, where
+
+
+def _ray_status_placement(log: Log, tp: int, every: float, limit: float) -> int | None:
+    """No Ray Python API here: count the GPUs `ray status` shows instead."""
     gpus = ray_gpus()
     if gpus is None:
         log.block("ray_not_running", "standin")
@@ -357,8 +436,6 @@ def ray_placement(log: Log, tp: int) -> int | None:
     if gpus >= tp:
         return None
     specs = repr([{"node:" + log.vars["head_ip"]: 0.001, "GPU": 1.0}] + [{"GPU": 1.0}] * (tp - 1))
-    every = float(os.environ.get("SPARKTUI_STANDIN_PG_WAIT_SECONDS", "10"))
-    limit = float(os.environ.get("SPARKTUI_STANDIN_PG_TIMEOUT", "1800"))
     waited = 0.0
     while waited < limit:
         time.sleep(min(every, limit - waited))

@@ -177,14 +177,27 @@ class RealVllmBed:
         r = self.docker(node, "image", "inspect", "--format", "{{.Id}}", ref)
         return r.stdout.strip() if r.returncode == 0 else None
 
-    def write_config(self, out: Path, **cluster) -> Path:
-        """cluster.toml with [cluster] keys replaced (``env`` merged), written by the scenario's writer."""
+    @property
+    def nodes(self) -> list[str]:
+        """The bed's node names, head first (cluster.toml's [[node]] order)."""
+        import tomllib
+
+        return [n["name"] for n in tomllib.loads(self.config.read_text())["node"]]
+
+    def write_config(self, out: Path, nodes: int | None = None, **cluster) -> Path:
+        """cluster.toml with [cluster] keys replaced (``env`` merged), written by the scenario's writer.
+        ``nodes``: keep only the first that many [[node]] tables (tensor_parallel follows unless given)."""
         import tomllib
 
         sys.path.insert(0, str(ROOT / "scripts" / "testbed_scenarios"))
         import seed as seed_mod
 
         data = tomllib.loads(self.config.read_text())
+        if nodes is not None:
+            if not 1 <= nodes <= len(data["node"]):
+                raise ValueError(f"nodes={nodes}: the bed has {len(data['node'])}")
+            data["node"] = data["node"][:nodes]
+            cluster.setdefault("tensor_parallel", nodes)
         env = {**data["cluster"].get("env", {}), **cluster.pop("env", {})}
         data["cluster"].update(cluster, env=env)
         seed_mod.write_config(out, data)
@@ -198,8 +211,9 @@ class RealVllmBed:
 
 @pytest.fixture(scope="session")
 def real_vllm_bed() -> RealVllmBed:
-    """Its own bed (other e2e tests keep the lean images).  SPARKTUI_REALVLLM_BED / _NET name a bed
-    to reuse between runs (kept afterwards); by default one is made for the session and removed."""
+    """Its own bed of 3 nodes (other e2e tests keep the lean images; 3 so TP=3 and a worker that is
+    not in a 2-node launch can be tried).  SPARKTUI_REALVLLM_BED / _NET name a bed to reuse between
+    runs (kept afterwards); by default one is made for the session and removed."""
     ci = os.environ.get("CI", "").lower() == "true"
     if os.geteuid() != 0 or not (shutil.which("dockerd") or Path("/usr/sbin/dockerd").exists()):
         if ci:
@@ -209,8 +223,8 @@ def real_vllm_bed() -> RealVllmBed:
     net = os.environ.get("SPARKTUI_REALVLLM_NET") or f"127.77.{os.getpid() % 250}"
     env = {**os.environ, "SPARKTUI_TESTBED_DIR": str(bed_dir), "SPARKTUI_TESTBED_NET": net}
     keep = bool(os.environ.get("SPARKTUI_REALVLLM_BED")) or (bed_dir / "cluster.toml").exists()
-    r = subprocess.run([str(TESTBED), "up", "--scenario", "real-vllm"], capture_output=True, text=True, env=env,
-                       timeout=1800)
+    r = subprocess.run([str(TESTBED), "up", "--nodes", "3", "--scenario", "real-vllm"], capture_output=True,
+                       text=True, env=env, timeout=1800)
     if r.returncode != 0:
         pytest.fail(f"testbed up --scenario real-vllm failed: {(r.stderr + r.stdout)[-2000:]}")
     yield RealVllmBed(bed_dir, env, json.loads((bed_dir / "real-vllm.json").read_text()))

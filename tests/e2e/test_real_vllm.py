@@ -120,9 +120,10 @@ def test_seed_flow_doctor_build_push_validate_on_the_real_registry(real_vllm_bed
     vLLM 0.32's own registry.py; push-image copies the hybrid node to node; validate then serves."""
     bed = real_vllm_bed
     hybrid, arch = bed.info["hybrid_image"], bed.info["new_architecture"]
-    for node in ("spark1", "spark2"):
+    for node in bed.nodes:
         bed.docker(node, "rmi", "-f", hybrid)
-    cfg = bed.write_config(tmp_path / "c.toml", model_path=f"{bed.info['models']}/tiny-newarch")
+    # the story's pair: push-image copies to every other node of the config, doctor compares them
+    cfg = bed.write_config(tmp_path / "c.toml", nodes=2, model_path=f"{bed.info['models']}/tiny-newarch")
     res = as_json(bed.cli("doctor", "--json", config=cfg))
     arch_check = next(c for c in res["data"]["checks"] if c["check"] == "architecture")
     assert arch_check["status"] == "fail" and arch in arch_check["title"]

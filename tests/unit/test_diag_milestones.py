@@ -187,8 +187,9 @@ def test_sglang_log_ending_inside_distributed_init_is_a_suspected_hang():
     dg = Diagnoser()
     dg.feed_lines("sglang-node0", lines)
     fin = [e.finding for e in dg.finish()]
-    assert [(f.id, f.line) for f in fin] == [("suspected_hang", 1)]
-    assert "torch.distributed init" in fin[0].title and any("CustomAllreduce" in e for e in fin[0].evidence)
+    # the hang's cause (its own tests: test_diag_cluster.py), then the hang it explains
+    assert [(f.id, f.line) for f in fin] == [("sglang_host_ip_missing", 2), ("suspected_hang", 1)]
+    assert "torch.distributed init" in fin[1].title and any("CustomAllreduce" in e for e in fin[1].evidence)
     done = Diagnoser()
     done.feed_lines("ok", lines + ["[2026-02-27 17:00:09 TP0] Init torch distributed ends. mem usage=0.35 GB"])
     assert done.finish() == []

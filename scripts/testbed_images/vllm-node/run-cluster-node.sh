@@ -2,7 +2,14 @@
 # Test-bed copy of the launcher's per-node start script (spark-vllm-docker's run-cluster-node.sh
 # interface: -r head|node -h HOST_IP -e ETH_IF -i IB_IF [-m HEAD_IP], long forms too).  It exports
 # the fabric pinning the real one exports (and persists it in ~/.bashrc), then runs Ray.
+# Test-bed deviations: `--num-gpus` is given (${SPARKTUI_TESTBED_GPUS:-1}) because there is no GPU
+# for Ray to detect here and vLLM's placement group asks for one GPU per rank; the Ray port is
+# ${SPARKTUI_TESTBED_RAY_PORT:-6379} (the real one always uses 6379) because two beds share one kernel;
+# the dashboard is asked for only where its packages import: the real-vllm image has plain `ray`,
+# not ray[default], and `ray start --include-dashboard=True` refuses to start without them.
 set -e
+GPUS=${SPARKTUI_TESTBED_GPUS:-1}
+RAY_PORT=${SPARKTUI_TESTBED_RAY_PORT:-6379}
 ROLE= HOST_IP= ETH_IF= IB_IF= HEAD_IP=
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -27,8 +34,10 @@ if ! command -v ray >/dev/null 2>&1; then
   exec sleep infinity
 fi
 if [ "$ROLE" = head ]; then
-  exec ray start --block --head --port 6379 --node-ip-address "$VLLM_HOST_IP" --include-dashboard=True \
-    --dashboard-host 0.0.0.0 --dashboard-port 8265 --disable-usage-stats
+  DASHBOARD="--include-dashboard=True --dashboard-host 0.0.0.0 --dashboard-port 8265"
+  python3 -c 'import ray.dashboard.optional_deps' 2>/dev/null || DASHBOARD="--include-dashboard=False"
+  exec ray start --block --head --port "$RAY_PORT" --node-ip-address "$VLLM_HOST_IP" $DASHBOARD \
+    --disable-usage-stats --num-gpus "$GPUS"
 else
-  exec ray start --block --address="$HEAD_IP:6379" --node-ip-address "$VLLM_HOST_IP"
+  exec ray start --block --address="$HEAD_IP:$RAY_PORT" --node-ip-address "$VLLM_HOST_IP" --num-gpus "$GPUS"
 fi

@@ -1,0 +1,259 @@
+"""What a launch starts, decided before anything runs: one container per node, its command, its
+environment pinned to the node's own fabric address, its mounts, devices and labels.  Pure (no IO),
+so the confirmation can show the exact commands and tests can check every flag.
+
+Executors (``cluster.executor``):
+- ``ray``: every container runs ``ray start --block`` (head or worker); once Ray reports every node
+  and GPU, ``vllm serve ... --distributed-executor-backend ray`` is started detached in the head.
+- ``mp``: vLLM's own multi-node executor, no Ray: every container runs ``vllm serve`` with
+  ``--nnodes/--node-rank/--master-addr/--master-port``; ranks other than 0 are ``--headless``.
+Engine ``sglang`` launches like ``mp`` with SGLang's own arguments (``--dist-init-addr``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import shlex
+from dataclasses import dataclass
+
+from ..config import Config, NodeConfig
+from ..probes.cluster import (LABEL, LABEL_EXECUTOR, LABEL_LAUNCH, LABEL_NNODES, LABEL_NODE, LABEL_PLAN, LABEL_RANK,
+                              LABEL_ROLE, LABEL_SERVE)
+from .prearm import prearm
+
+# flags the plan owns: a copy in serve_args would contradict it, so it is dropped (and said)
+_OWNED_WITH_VALUE = {"--tensor-parallel-size", "-tp", "--distributed-executor-backend", "--nnodes", "--node-rank",
+                     "--master-addr", "--master-port", "--host", "--port", "--tp", "--dist-init-addr",
+                     "--tp-size", "--model-path"}
+_OWNED_FLAGS = {"--headless"}
+
+
+class PlanError(ValueError):
+    """The config cannot be launched as it stands; ``str()`` is one line with the fix."""
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    node: str
+    rank: int
+    role: str  # head | worker
+    ip: str
+    container: str
+    image: str
+    command: tuple[str, ...]
+    env: dict[str, str]
+    volumes: dict[str, dict[str, str]]  # host path -> {"bind": ..., "mode": "ro"|"rw"}
+    labels: dict[str, str]
+    ipc_mode: str | None = "host"
+    shm_size: str | None = None
+    cap_add: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()
+    ulimits: tuple[tuple[str, int, int], ...] = ()
+
+    def run_kwargs(self) -> dict:
+        """Keyword arguments for docker SDK ``containers.run`` (detached, host network)."""
+        import docker.types  # noqa: PLC0415 - only the launch itself needs the SDK
+
+        kw: dict = dict(name=self.container, detach=True, network_mode="host", environment=dict(self.env),
+                        volumes={k: dict(v) for k, v in self.volumes.items()}, labels=dict(self.labels),
+                        command=list(self.command))
+        if self.ipc_mode:
+            kw["ipc_mode"] = self.ipc_mode
+        if self.shm_size:
+            kw["shm_size"] = self.shm_size
+        if self.cap_add:
+            kw["cap_add"] = list(self.cap_add)
+        if self.devices:
+            kw["devices"] = [f"{d}:{d}:rwm" for d in self.devices]
+        if self.ulimits:
+            kw["ulimits"] = [docker.types.Ulimit(name=n, soft=s, hard=h) for n, s, h in self.ulimits]
+        return kw
+
+    def docker_run_argv(self, *, secret_names: frozenset[str] = frozenset()) -> list[str]:
+        """The same container as a ``docker run`` line, for the confirmation and the record."""
+        argv = ["docker", "run", "-d", "--name", self.container, "--network", "host"]
+        if self.ipc_mode:
+            argv += ["--ipc", self.ipc_mode]
+        if self.shm_size:
+            argv += ["--shm-size", self.shm_size]
+        for c in self.cap_add:
+            argv += ["--cap-add", c]
+        for d in self.devices:
+            argv += ["--device", d]
+        for n, s, h in self.ulimits:
+            argv += ["--ulimit", f"{n}={s}" if s == h else f"{n}={s}:{h}"]
+        for host, v in self.volumes.items():
+            argv += ["-v", f"{host}:{v['bind']}" + (":ro" if v.get("mode") == "ro" else "")]
+        for k, v in self.labels.items():
+            argv += ["--label", f"{k}={v}"]
+        for k, v in self.env.items():
+            argv += ["-e", f"{k}=***" if k in secret_names else f"{k}={v}"]
+        return argv + [self.image, *self.command]
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    name: str
+    executor: str
+    engine: str
+    tp: int
+    nodes: tuple[NodePlan, ...]  # head first
+    serve_argv: tuple[str, ...]  # ray: exec'd in the head container; mp/sglang: part of each command
+    serve_host: str
+    serve_port: int
+    plan_hash: str
+    warnings: tuple[str, ...] = ()
+    launch_id: str = ""
+
+    @property
+    def head(self) -> NodePlan:
+        return self.nodes[0]
+
+    def commands_text(self) -> str:
+        """Every command the launch will run, one node at a time, as a shell would show them."""
+        lines = []
+        for np in self.nodes:
+            lines.append(f"# {np.node} ({np.role}, rank {np.rank}, {np.ip})")
+            lines.append(shlex.join(np.docker_run_argv(secret_names=SECRET_ENV)))
+        if self.serve_argv:
+            lines.append(f"# then, once Ray lists {len(self.nodes)} nodes, in {self.head.container} on {self.head.node}")
+            lines.append(shlex.join(["docker", "exec", "-d", self.head.container, *self.serve_argv]))
+        return "\n".join(lines)
+
+
+SECRET_ENV = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "VLLM_API_KEY"})
+
+
+def node_ip(n: NodeConfig) -> str:
+    """The address a node's ranks bind to: its fabric IP, else its SSH address when that is an IP."""
+    if n.fabric_ip:
+        return n.fabric_ip
+    try:
+        ipaddress.ip_address(n.host)
+        return n.host
+    except ValueError:
+        raise PlanError(f"node {n.name} has no fabric_ip: set it to the node's RoCE/CX-7 address "
+                        "(every rank pins VLLM_HOST_IP, NCCL/GLOO sockets and Ray to it)") from None
+
+
+def strip_owned(args: tuple[str, ...]) -> tuple[tuple[str, ...], list[str]]:
+    """serve_args without the flags the plan sets itself; the dropped ones, for a warning."""
+    out: list[str] = []
+    dropped: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        flag = a.split("=", 1)[0]
+        if flag in _OWNED_WITH_VALUE:
+            if "=" in a:
+                dropped.append(a)
+                i += 1
+            else:
+                dropped.append(" ".join(args[i:i + 2]))
+                i += 2
+            continue
+        if a in _OWNED_FLAGS:
+            dropped.append(a)
+            i += 1
+            continue
+        out.append(a)
+        i += 1
+    return tuple(out), dropped
+
+
+def pinned_env(config: Config, n: NodeConfig, ip: str, head_ip: str) -> dict[str, str]:
+    """The fabric pinning every rank gets (seed-systems.md §1.3 and §7.2), for this node."""
+    c = config.cluster
+    env: dict[str, str] = {"VLLM_HOST_IP": ip, "MASTER_ADDR": head_ip, "MASTER_PORT": str(c.master_port)}
+    if n.fabric_if:
+        for k in ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "UCX_NET_DEVICES",
+                  "OMPI_MCA_btl_tcp_if_include"):
+            env[k] = n.fabric_if
+    if n.ib_hcas:
+        env["NCCL_IB_HCA"] = ",".join(n.ib_hcas)
+        env["NCCL_IB_DISABLE"] = "0"
+    if c.executor == "ray" and c.engine == "vllm":
+        env.update(RAY_NODE_IP_ADDRESS=ip, RAY_OVERRIDE_NODE_IP_ADDRESS=ip, RAY_memory_monitor_refresh_ms="0")
+    if c.engine == "sglang":
+        env["SGLANG_HOST_IP"] = ip  # else its ZMQ queue advertises the default route (seed-systems.md §5)
+    return env
+
+
+def _serve_common(config: Config, model: str, tp: int) -> list[str]:
+    c = config.cluster
+    argv = ["--host", c.serve_host, "--port", str(c.serve_port), "--tensor-parallel-size", str(tp),
+            "--gpu-memory-utilization", f"{c.gpu_memory_utilization}"]
+    if c.max_model_len:
+        argv += ["--max-model-len", str(c.max_model_len)]
+    return argv
+
+
+def plan_cluster(config: Config, *, launch_id: str = "") -> ClusterPlan:
+    c = config.cluster
+    if not config.nodes:
+        raise PlanError("no nodes configured")
+    if c.engine == "sglang" and c.executor == "ray":
+        raise PlanError('engine "sglang" starts its ranks itself (--nnodes/--dist-init-addr): set executor = "mp"')
+    tp = config.tp
+    ordered = [config.head] + [n for n in config.nodes if n.name != config.head.name]
+    ips = {n.name: node_ip(n) for n in ordered}
+    head_ip = ips[ordered[0].name]
+    mount = c.model_mount or "/models/model"
+    model = c.served_model or mount
+    extra, dropped = strip_owned(tuple(c.serve_args))
+    warnings = [f"serve_args: dropped {', '.join(dropped)} (the launch sets it from the config)"] if dropped else []
+    pre = prearm(config)
+    nnodes = len(ordered)
+    if tp % nnodes:
+        warnings.append(f"tensor_parallel {tp} does not divide over {nnodes} nodes")
+    serve_argv: tuple[str, ...] = ()
+    if c.executor == "ray" and c.engine == "vllm":
+        serve_argv = ("vllm", "serve", model, *_serve_common(config, model, tp),
+                      "--distributed-executor-backend", "ray", *extra)
+    # the plan's identity: what a running cluster must match to be "this" cluster, not a stale one
+    ident = {"image": c.image, "executor": c.executor, "engine": c.engine, "tp": tp, "nodes": [n.name for n in ordered],
+             "model": c.model_path, "serve": [c.serve_host, c.serve_port], "args": list(c.serve_args),
+             "env": sorted(c.env)}
+    plan_hash = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
+    plans = []
+    for rank, n in enumerate(ordered):
+        ip = ips[n.name]
+        role = "head" if rank == 0 else "worker"
+        env = {**pre.env, **pinned_env(config, n, ip, head_ip), **dict(c.env), **dict(n.env)}
+        if c.nccl_debug:
+            env["NCCL_DEBUG"] = c.nccl_debug
+        if c.engine == "sglang":
+            command = ("python3", "-m", "sglang.launch_server", "--model-path", model, "--tp", str(tp),
+                       "--nnodes", str(nnodes), "--node-rank", str(rank),
+                       "--dist-init-addr", f"{head_ip}:{c.master_port}", "--host", c.serve_host,
+                       "--port", str(c.serve_port), "--mem-fraction-static", f"{c.gpu_memory_utilization}", *extra)
+        elif c.executor == "mp":
+            command = ("vllm", "serve", model, *_serve_common(config, model, tp), "--distributed-executor-backend", "mp",
+                       "--nnodes", str(nnodes), "--node-rank", str(rank), "--master-addr", head_ip,
+                       "--master-port", str(c.master_port), *(("--headless",) if rank else ()), *extra)
+        elif rank == 0:
+            command = ("ray", "start", "--block", "--head", "--port", str(c.ray_port), "--node-ip-address", ip,
+                       "--num-gpus", str(max(1, n.gpu_count)), "--disable-usage-stats")
+        else:
+            command = ("ray", "start", "--block", "--address", f"{head_ip}:{c.ray_port}", "--node-ip-address", ip,
+                       "--num-gpus", str(max(1, n.gpu_count)))
+        path = n.model_path or c.model_path
+        volumes = {pre.run_dir: {"bind": pre.run_dir, "mode": "rw"}}
+        if path:
+            volumes[path] = {"bind": mount, "mode": "ro" if c.mount_readonly else "rw"}
+        labels = {LABEL: c.name, LABEL_NODE: n.name, LABEL_RANK: str(rank), LABEL_ROLE: role, LABEL_LAUNCH: launch_id,
+                  LABEL_PLAN: plan_hash, LABEL_EXECUTOR: f"{c.engine}/{c.executor}", LABEL_NNODES: str(nnodes),
+                  LABEL_SERVE: f"{c.serve_host}:{c.serve_port}"}
+        rdma = bool(n.ib_hcas)
+        caps = ("SYS_PTRACE",) + (("IPC_LOCK",) if rdma else ())  # py-spy inside; RDMA pins memory
+        ulimits = (("stack", 67108864, 67108864),) + ((("memlock", -1, -1),) if rdma else ())
+        plans.append(NodePlan(
+            node=n.name, rank=rank, role=role, ip=ip, container=c.name, image=c.image, command=tuple(command),
+            env=env, volumes=volumes, labels=labels, ipc_mode="host" if c.ipc == "host" else None,
+            shm_size=None if c.ipc == "host" else c.shm_size, cap_add=caps,
+            devices=("/dev/infiniband",) if rdma else (), ulimits=ulimits))
+    return ClusterPlan(name=c.name, executor=c.executor, engine=c.engine, tp=tp, nodes=tuple(plans),
+                       serve_argv=serve_argv, serve_host=c.serve_host, serve_port=c.serve_port, plan_hash=plan_hash,
+                       warnings=tuple(warnings), launch_id=launch_id)

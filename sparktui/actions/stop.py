@@ -1,0 +1,98 @@
+"""``stop``: serve and the cluster's containers on every node, found by the launch labels and by the
+cluster's container name (what launch-cluster.sh or a person started has no labels).  The one
+confirmation shows the exact commands; a node that cannot be asked makes the result a failure that
+names it, never a silent success.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import time
+
+from ..probes.cluster import ClusterView, find_cluster
+from .base import Action, ActionContext, ActionResult
+
+
+async def _to_thread(fn, *args, **kw):
+    return await asyncio.to_thread(fn, *args, **kw)
+
+
+async def _still_there(client, cid: str, wait: float = 15.0) -> bool:
+    """Whether the container still exists once a removal someone else started (docker's 409
+    "removal ... is already in progress") has had ``wait`` seconds to finish."""
+    import docker.errors
+
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            await _to_thread(client.api.inspect_container, cid)
+        except docker.errors.NotFound:
+            return False
+        except Exception:
+            return True
+        if time.monotonic() > deadline:
+            return True
+        await asyncio.sleep(0.5)
+
+
+class StopAction(Action):
+    """Stop serve and remove the cluster's containers on every node (by label and by name)."""
+
+    name = "stop"
+    title = "Stop the cluster"
+    mutating = True
+
+    async def execute(self, ctx: ActionContext) -> ActionResult:
+        c = ctx.config.cluster
+        async with ctx.step("find", f"containers of {c.name} on {len(ctx.nodes)} nodes") as rec:
+            view: ClusterView = await find_cluster(ctx.nodes, c.name)
+            found = view.all()
+            rec.data = view.to_json()
+            rec.message = (f"{len(found)} container(s): " + ", ".join(f"{x.node}:{x.name} ({x.state})" for x in found)
+                           if found else "none")
+            for n, why in view.unreachable.items():
+                ctx.emit("find", "warn", f"cannot be asked: {why}", node=n)
+        if not found:
+            ok = not view.unreachable
+            return ActionResult(self.name, ok, "nothing to stop" + ("" if ok else f"; unreachable: "
+                                                                    f"{', '.join(view.unreachable)}"),
+                                data={"removed": {}, "unreachable": view.unreachable})
+        head_first = sorted(found, key=lambda x: (x.rank if x.rank is not None else 0, x.node))
+        commands = []
+        for x in head_first:
+            if x.running and x.labels.get("sparktui.executor", "").endswith("/ray") and x.rank == 0:
+                commands.append((x, ["docker", "exec", x.name, "pkill", "-INT", "-f", "vllm serve"]))
+            commands.append((x, ["docker", "stop", "-t", "30", x.name]))
+            commands.append((x, ["docker", "rm", "-f", x.name]))
+        detail = "\n".join(f"{shlex.join(argv)}   # on {x.node}" for x, argv in commands)
+        if not await ctx.confirm(f"Stop {c.name} on {', '.join(sorted(view.containers))}?", detail):
+            return ActionResult(self.name, False, "not confirmed")
+        removed: dict[str, list[str]] = {}
+        failed: dict[str, str] = {}
+        for x in head_first:
+            async with ctx.step("stop", f"{x.name} ({x.status})", node=x.node) as rec:
+                client = await ctx.nodes[x.node].docker()
+                try:
+                    if x.running and x.rank == 0 and x.labels.get("sparktui.executor", "").endswith("/ray"):
+                        ctr = await _to_thread(client.containers.get, x.id)
+                        await _to_thread(ctr.exec_run, ["pkill", "-INT", "-f", "vllm serve"])
+                    if x.running:
+                        await _to_thread(client.api.stop, x.id, timeout=30)
+                    await _to_thread(client.api.remove_container, x.id, force=True)
+                    removed.setdefault(x.node, []).append(x.name)
+                    rec.message = f"{x.name} stopped and removed"
+                except Exception as exc:
+                    # a --rm container, or a launcher script's exit trap, may remove it under our feet
+                    if not await _still_there(client, x.id):
+                        removed.setdefault(x.node, []).append(x.name)
+                        rec.message = f"{x.name} stopped (removed meanwhile)"
+                        continue
+                    failed[x.node] = f"{type(exc).__name__}: {exc}"
+                    rec.status, rec.message = "failed", failed[x.node]
+        ok = not failed and not view.unreachable
+        summary = f"stopped {sum(len(v) for v in removed.values())} container(s) on {', '.join(removed) or 'no node'}"
+        if view.unreachable:
+            summary += f"; unreachable (not stopped): {', '.join(view.unreachable)}"
+        return ActionResult(self.name, ok, summary, data={"removed": removed, "failed": failed,
+                                                          "unreachable": view.unreachable})

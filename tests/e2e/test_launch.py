@@ -1,0 +1,229 @@
+"""`sparktui launch` / `stop` on the real-vLLM test bed (issue 10): real sshd + dockerd per node, the
+REAL vLLM (CPU build) across the nodes with vLLM's own multi-node executor (TP over gloo between
+127.x addresses), real Ray for the Ray path.
+
+Every test launches through the CLI exactly as a user would (`--yes --json`) and checks the cluster
+from outside: the bed's dockerd of every node, the serve port over plain HTTP, the openai client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _json(r: subprocess.CompletedProcess) -> dict:
+    try:
+        return json.loads(r.stdout)
+    except ValueError:
+        pytest.fail(f"no JSON (rc {r.returncode}): {r.stdout[-1500:]}\n{r.stderr[-2500:]}")
+
+
+def _until(pred, timeout: float, what: str, every: float = 0.5):
+    """Poll an outside system (docker, HTTP) until ``pred()`` is truthy; fail with ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {timeout:.0f} s")
+        time.sleep(every)
+
+
+def _cluster_containers(bed, name: str, nodes) -> dict[str, list[str]]:
+    return {n: [c for c in bed.containers(n) if c == name] for n in nodes}
+
+
+def _port(cfg: Path) -> int:
+    import tomllib
+
+    return int(tomllib.loads(cfg.read_text())["cluster"]["serve_port"])
+
+
+def _chat(port: int, **extra) -> str:
+    from openai import OpenAI
+
+    client = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", timeout=120, max_retries=0)
+    r = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=40,
+                                       **extra)
+    return r.choices[0].message.content or ""
+
+
+def _launch_ready(bed, cfg: Path, timeout: float = 900) -> dict:
+    r = bed.cli("launch", "--yes", "--json", config=cfg, timeout=timeout)
+    out = _json(r)
+    assert r.returncode == 0 and out["ok"], out["summary"] + r.stderr[-3000:]
+    return out
+
+
+def _stop(bed, cfg: Path, name: str, nodes) -> dict:
+    r = bed.cli("stop", "--yes", "--json", config=cfg, timeout=180)
+    assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
+    assert _cluster_containers(bed, name, nodes) == {n: [] for n in nodes}, "stop left a container behind"
+    return _json(r)
+
+
+def test_mp_two_nodes_ready_answers_then_worker_dies_and_stop_cleans(real_vllm_bed, tmp_path):
+    """launch --yes (mp executor, the real vLLM, TP=2 over two nodes) reaches ready; status shows the
+    serve port answering with the real vLLM version; a chat completion answers; killing the worker's
+    container gives engine_dead and the half-cluster finding from the real logs; stop cleans up."""
+    bed = real_vllm_bed
+    cfg = bed.write_config(tmp_path / "mp2.toml", nodes=2)
+    nodes = ["spark1", "spark2"]
+    try:
+        d = _launch_ready(bed, cfg)["data"]
+        assert d["executor"] == "mp" and d["tp"] == 2 and d["vllm_version"] == "0.32.0"
+        assert "api_ready" in d["nodes"]["spark1"]["milestones"]
+        assert "weights_loaded" in d["nodes"]["spark2"]["milestones"]  # the headless rank loaded its shard
+        port = _port(cfg)
+        st = _json(bed.cli("status", "--json", config=cfg, timeout=120))["cluster"]
+        assert st["state"] == "running" and st["serve"]["answering"] and st["serve"]["models"] == ["tiny"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/version", timeout=10) as resp:
+            assert json.loads(resp.read())["version"] == "0.32.0"
+        assert _chat(port) == bed.info["tiny"]["answer"]
+
+        bed.docker("spark2", "kill", "tiny_vllm", check=True)
+        with pytest.raises(Exception):  # the head finds out at its next collective
+            _chat(port)
+
+        def broken():
+            c = _json(bed.cli("status", "--json", config=cfg, timeout=120))["cluster"]
+            return c if c["state"] in ("half", "exited") and any(f["id"] == "engine_dead" for f in c["findings"]) \
+                else None
+
+        c = _until(broken, 90, "status shows the broken cluster", every=2)
+        ids = [f["id"] for f in c["findings"]]
+        assert "half_cluster" in ids and "engine_dead" in ids, ids
+        assert ids.index("engine_dead") > 0 or "worker_died" in ids  # a cause is named before the consequence
+    finally:
+        stopped = _stop(bed, cfg, "tiny_vllm", nodes)
+    assert stopped["ok"]
+
+
+def test_stale_container_refused_then_replaced_and_a_killed_launch_keeps_starting(real_vllm_bed, tmp_path):
+    """A container with the cluster's name is refused with the reason; `--replace` removes it and
+    launches; that sparktui is killed (SIGKILL) mid-launch and the cluster keeps starting; a new
+    `sparktui launch` finds it by its labels and follows its milestones to ready."""
+    bed = real_vllm_bed
+    cfg = bed.write_config(tmp_path / "stale.toml", nodes=2, name="tiny_stale")
+    nodes = ["spark1", "spark2"]
+    bed.docker("spark2", "run", "-d", "--name", "tiny_stale", bed.info["image"], "sleep", "infinity", check=True)
+    try:
+        r = bed.cli("launch", "--yes", "--json", config=cfg, timeout=120)
+        out = _json(r)
+        assert r.returncode == 1 and "stale" in out["summary"] and "--replace" in out["summary"], out["summary"]
+        assert [f["id"] for f in out["findings"]] == ["stale_container"]
+        assert "spark2" in out["findings"][0]["title"]
+        assert _cluster_containers(bed, "tiny_stale", nodes) == {"spark1": [], "spark2": ["tiny_stale"]}
+
+        log = open(tmp_path / "killed.err", "w")
+        proc = subprocess.Popen([sys.executable, "-m", "sparktui", "launch", "--config", str(cfg), "--yes",
+                                 "--replace"], cwd=str(ROOT), stdout=subprocess.DEVNULL, stderr=log)
+
+        def labelled():
+            for n in nodes:
+                lab = bed.docker(n, "inspect", "--format", '{{index .Config.Labels "sparktui.launch"}}',
+                                 "tiny_stale").stdout.strip()
+                if not lab:
+                    return None
+            return True
+
+        _until(labelled, 120, "both containers of the new launch")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        out = _launch_ready(bed, cfg)
+        assert out["data"]["attached"] is True
+        assert {"arch_resolved", "weights_loaded", "api_ready"} <= set(out["data"]["nodes"]["spark1"]["milestones"])
+        assert _chat(_port(cfg)) == bed.info["tiny"]["answer"]
+    finally:
+        _stop(bed, cfg, "tiny_stale", nodes)
+
+
+def test_worker_node_down_before_launch_is_found_and_nothing_started(real_vllm_bed, tmp_path):
+    """spark2 stopped (sshd and dockerd down) before launch: the missing-worker finding within 60 s,
+    and no container of the cluster on any node afterwards."""
+    bed = real_vllm_bed
+    cfg = bed.write_config(tmp_path / "down.toml", nodes=2, name="tiny_down")
+    tb = [str(ROOT / "scripts" / "testbed")]
+    subprocess.run(tb + ["stop-node", "spark2"], env=bed.env, check=True, capture_output=True, timeout=120)
+    try:
+        t0 = time.monotonic()
+        r = bed.cli("launch", "--yes", "--json", config=cfg, timeout=120)
+        took = time.monotonic() - t0
+        out = _json(r)
+        assert r.returncode == 1 and took < 60, (took, out["summary"])
+        ids = [f["id"] for f in out["findings"]]
+        assert ids and ids[0] in ("rendezvous_timeout", "ray_worker_missing"), ids
+        assert "spark2" in out["findings"][0]["title"] and "nothing was started" in out["findings"][0]["title"]
+        assert bed.containers("spark1").count("tiny_down") == 0
+    finally:
+        subprocess.run(tb + ["start-node", "spark2"], env=bed.env, check=True, capture_output=True, timeout=300)
+    assert bed.containers("spark2").count("tiny_down") == 0
+
+
+def test_ray_executor_lists_both_nodes_before_serve(real_vllm_bed, tmp_path):
+    """executor = "ray": a REAL Ray cluster (real `ray start` head + worker, real `ray status`) and the
+    stand-in serving process, because vLLM on CPU refuses the Ray executor ("current platform cpu does
+    not support ray"); the stand-in asks Ray for one GPU per node (a STRICT_SPREAD placement group).
+    `ray status` in the head container lists both nodes before serve starts."""
+    bed = real_vllm_bed
+    cfg = bed.write_config(tmp_path / "ray.toml", nodes=2, name="tiny_ray", executor="ray",
+                           env={"SPARKTUI_TESTBED_STANDIN": "1"})
+    nodes = ["spark1", "spark2"]
+    try:
+        out = _launch_ready(bed, cfg, 600)
+        steps = [s["name"] for s in out["steps"]]
+        assert steps.index("ray") < steps.index("serve") < steps.index("ready"), steps
+        ray_step = next(s for s in out["steps"] if s["name"] == "ray")
+        status = "\n".join(ray_step["data"]["ray_status"])
+        active = status.split("Active:", 1)[1].split("Pending:", 1)[0]
+        assert active.count("node_") == 2, status
+        assert "/2.0 GPU" in status
+        assert out["data"]["nodes"]["spark2"]["milestones"][:2] == ["container_started", "ray_joined"]
+        assert _chat(_port(cfg))  # the stand-in answers through the same API
+    finally:
+        _stop(bed, cfg, "tiny_ray", nodes)
+
+
+def test_three_nodes_tp3_real_vllm(real_vllm_bed, tmp_path):
+    """Three bed nodes, TP=3 on the real vLLM (the tiny model's 6 heads and 2304-token vocabulary
+    divide by 3): ready, and the deterministic answer comes back."""
+    bed = real_vllm_bed
+    cfg = bed.write_config(tmp_path / "tp3.toml", nodes=3, name="tiny_tp3")
+    nodes = ["spark1", "spark2", "spark3"]
+    try:
+        out = _launch_ready(bed, cfg)
+        assert out["data"]["tp"] == 3 and sorted(out["data"]["nodes"]) == nodes
+        assert _chat(_port(cfg)) == bed.info["tiny"]["answer"]
+    finally:
+        _stop(bed, cfg, "tiny_tp3", nodes)
+
+
+def test_spark_vllm_docker_launcher_detached(real_vllm_bed, tmp_path):
+    """launcher = "spark-vllm-docker": the test bed's copy of launch-cluster.sh (the 2026-01-28
+    interface and behaviour, Ray-based) driven on the head node, detached so its exit trap cannot fire
+    when this process ends; the same milestones to ready; stop removes both containers."""
+    bed = real_vllm_bed
+    cfg = bed.write_config(tmp_path / "script.toml", nodes=2, name="tiny_script", launcher="spark-vllm-docker",
+                           env={"SPARKTUI_TESTBED_STANDIN": "1"})
+    nodes = ["spark1", "spark2"]
+    try:
+        out = _launch_ready(bed, cfg, 600)
+        script = next(s for s in out["steps"] if s["name"] == "script")
+        argv = script["data"]["argv"]
+        assert argv.index("exec") > argv.index("--name") > argv.index("-n")  # options before exec
+        assert _cluster_containers(bed, "tiny_script", nodes) == {n: ["tiny_script"] for n in nodes}
+        assert _chat(_port(cfg))
+    finally:
+        _stop(bed, cfg, "tiny_script", nodes)
