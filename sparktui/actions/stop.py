@@ -10,7 +10,7 @@ import asyncio
 import shlex
 import time
 
-from ..probes.cluster import ClusterView, find_cluster
+from ..probes.cluster import LABEL_EXECUTOR, ClusterContainer, ClusterView, find_cluster
 from .base import Action, ActionContext, ActionResult
 
 
@@ -34,6 +34,22 @@ async def _still_there(client, cid: str, wait: float = 15.0) -> bool:
         if time.monotonic() > deadline:
             return True
         await asyncio.sleep(0.5)
+
+
+def _rayish(x: ClusterContainer) -> bool:
+    """A Ray-based container: our ray executor, or one launch-cluster.sh started (no labels)."""
+    executor = x.labels.get(LABEL_EXECUTOR)
+    return executor.endswith("/ray") if executor else True
+
+
+async def _exec(client, cid: str, argv: list[str], timeout: float = 30.0) -> None:
+    """Best effort: a command that is missing or fails here only makes the stop after it slower."""
+    try:
+        async with asyncio.timeout(timeout):
+            ctr = await _to_thread(client.containers.get, cid)
+            await _to_thread(ctr.exec_run, argv)
+    except Exception:
+        pass
 
 
 class StopAction(Action):
@@ -61,8 +77,11 @@ class StopAction(Action):
         head_first = sorted(found, key=lambda x: (x.rank if x.rank is not None else 0, x.node))
         commands = []
         for x in head_first:
-            if x.running and x.labels.get("sparktui.executor", "").endswith("/ray") and x.rank == 0:
+            if x.running and _rayish(x) and x.rank in (0, None):
                 commands.append((x, ["docker", "exec", x.name, "pkill", "-INT", "-f", "vllm serve"]))
+        for x in head_first:
+            if x.running and _rayish(x):
+                commands.append((x, ["docker", "exec", x.name, "ray", "stop", "--force"]))
             commands.append((x, ["docker", "stop", "-t", "30", x.name]))
             commands.append((x, ["docker", "rm", "-f", x.name]))
         detail = "\n".join(f"{shlex.join(argv)}   # on {x.node}" for x, argv in commands)
@@ -70,13 +89,20 @@ class StopAction(Action):
             return ActionResult(self.name, False, "not confirmed")
         removed: dict[str, list[str]] = {}
         failed: dict[str, str] = {}
+        clients = {x.node: await ctx.nodes[x.node].docker() for x in head_first}
+        # serve first (its engine shuts down cleanly while the ranks still answer) ...
         for x in head_first:
+            if x.running and _rayish(x) and x.rank in (0, None):
+                async with ctx.step("serve", "stopping vllm serve", node=x.node):
+                    await _exec(clients[x.node], x.id, ["pkill", "-INT", "-f", "vllm serve"])
+
+        async def one(x: ClusterContainer) -> None:
+            client = clients[x.node]
             async with ctx.step("stop", f"{x.name} ({x.status})", node=x.node) as rec:
-                client = await ctx.nodes[x.node].docker()
                 try:
-                    if x.running and x.rank == 0 and x.labels.get("sparktui.executor", "").endswith("/ray"):
-                        ctr = await _to_thread(client.containers.get, x.id)
-                        await _to_thread(ctr.exec_run, ["pkill", "-INT", "-f", "vllm serve"])
+                    if x.running and _rayish(x):
+                        # `ray start --block` as PID 1 sits out docker's grace period on SIGTERM
+                        await _exec(client, x.id, ["ray", "stop", "--force"])
                     if x.running:
                         await _to_thread(client.api.stop, x.id, timeout=30)
                     await _to_thread(client.api.remove_container, x.id, force=True)
@@ -87,9 +113,12 @@ class StopAction(Action):
                     if not await _still_there(client, x.id):
                         removed.setdefault(x.node, []).append(x.name)
                         rec.message = f"{x.name} stopped (removed meanwhile)"
-                        continue
+                        return
                     failed[x.node] = f"{type(exc).__name__}: {exc}"
                     rec.status, rec.message = "failed", failed[x.node]
+
+        # ... then every node at once
+        await asyncio.gather(*(one(x) for x in head_first), return_exceptions=True)
         ok = not failed and not view.unreachable
         summary = f"stopped {sum(len(v) for v in removed.values())} container(s) on {', '.join(removed) or 'no node'}"
         if view.unreachable:
