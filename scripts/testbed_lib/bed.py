@@ -184,7 +184,9 @@ Host *
 """)
         for tool in ("ssh", "scp"):
             w = n.bin / tool
-            w.write_text(f'#!/bin/sh\nexec /usr/bin/{tool} -F "{self.ssh_config}" "$@"\n')
+            # the -o before "$@" wins (OpenSSH keeps the first value), so the bed verifies host keys
+            # even where the launcher copy passes StrictHostKeyChecking=no as the real script does
+            w.write_text(f'#!/bin/sh\nexec /usr/bin/{tool} -F "{self.ssh_config}" -o StrictHostKeyChecking=yes "$@"\n')
             os.chmod(w, 0o755)
 
     def sshd_running(self, n: NodeDirs) -> bool:
