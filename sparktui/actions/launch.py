@@ -36,10 +36,6 @@ def _finding(fid: str, title: str, *, node: str = "", evidence=(), advice: str =
     return _catalogued(fid, title, node=node, evidence=tuple(evidence), advice=advice)
 
 
-async def _to_thread(fn, *args, **kw):
-    return await asyncio.to_thread(fn, *args, **kw)
-
-
 class LaunchAction(Action):
     name = "launch"
     title = "Launch the cluster"
@@ -116,7 +112,7 @@ class LaunchAction(Action):
             try:
                 async with asyncio.timeout(min(30.0, c.join_timeout)):
                     client = await node.docker()
-                    await _to_thread(client.ping)
+                    await asyncio.to_thread(client.ping)
                     return np.node, client
             except Exception as exc:
                 return np.node, exc
@@ -152,7 +148,7 @@ class LaunchAction(Action):
         ids: dict[str, str] = {}
         for n, client in self._clients.items():
             try:
-                img = await _to_thread(client.images.get, plan.head.image)
+                img = await asyncio.to_thread(client.images.get, plan.head.image)
                 ids[n] = img.id
             except Exception as exc:
                 findings.append(_finding("image_not_found", f"image {plan.head.image} is not on {n}", node=n,
@@ -196,7 +192,7 @@ class LaunchAction(Action):
         for np in plan.nodes:  # the head first: the workers connect to it
             async with ctx.step("start", f"{np.container} ({np.role}, rank {np.rank})", node=np.node) as rec:
                 client = self._clients[np.node]
-                container = await _to_thread(client.containers.run, np.image, **np.run_kwargs())
+                container = await asyncio.to_thread(client.containers.run, np.image, **np.run_kwargs())
                 self._started.append(np)
                 rec.message = f"container {container.short_id} started (rank {np.rank})"
                 ctx.emit("milestone", "progress", "container started", node=np.node, key="container_started")
@@ -211,8 +207,8 @@ class LaunchAction(Action):
         async with ctx.step("ray", f"waiting for {want_nodes} nodes and {want_gpus} GPUs in Ray") as rec:
             while True:
                 try:
-                    ctr = await _to_thread(head.containers.get, plan.head.container)
-                    code, out = await _to_thread(ctr.exec_run, ["ray", "status"])
+                    ctr = await asyncio.to_thread(head.containers.get, plan.head.container)
+                    code, out = await asyncio.to_thread(ctr.exec_run, ["ray", "status"])
                     text = out.decode("utf-8", "replace") if isinstance(out, bytes) else str(out)
                     seen = parse_ray_status(text) if code == 0 else (0, 0.0)
                 except Exception as exc:
@@ -249,8 +245,8 @@ class LaunchAction(Action):
         cmd = ["sh", "-c", 'exec "$@" >>/proc/1/fd/1 2>>/proc/1/fd/2', "sparktui-serve", *plan.serve_argv]
         async with ctx.step("serve", " ".join(plan.serve_argv[:3]) + " … (detached in the head)",
                             node=plan.head.node):
-            ex = await _to_thread(client.api.exec_create, plan.head.container, cmd)
-            await _to_thread(client.api.exec_start, ex["Id"], detach=True)
+            ex = await asyncio.to_thread(client.api.exec_create, plan.head.container, cmd)
+            await asyncio.to_thread(client.api.exec_start, ex["Id"], detach=True)
 
     # ------------------------------------------------------------------ watch until ready
     async def _attach(self, ctx: ActionContext, plan: ClusterPlan, assessment: Assessment) -> ActionResult:
@@ -331,9 +327,8 @@ class LaunchAction(Action):
                                     "milestones": seen[np.node]} for np in plan.nodes}}
         if outcome == "ready":
             data.update(base_url=base, vllm_version=info.version, served_model=info.models[0], ready=True)
-            for np in plan.nodes:
-                ctx.emit("milestone", "progress", "API server ready", node=np.node, key="api_ready") \
-                    if np.rank == 0 and "api_ready" not in seen[np.node] else None
+            if "api_ready" not in seen[plan.head.node]:  # readiness came from HTTP before the log said so
+                ctx.emit("milestone", "progress", "API server ready", node=plan.head.node, key="api_ready")
             how = "attached to the running cluster" if attached else f"launched on {len(plan.nodes)} nodes"
             return ActionResult(self.name, True, f"{how}: {base} answers ({info.models[0]})",
                                 findings=[*findings, *errs], data=data)
@@ -388,7 +383,7 @@ class LaunchAction(Action):
     async def _exited_one(self, np: NodePlan) -> str:
         """'' while the node's container runs, else what became of it."""
         try:
-            st = await _to_thread(self._clients[np.node].api.inspect_container, np.container)
+            st = await asyncio.to_thread(self._clients[np.node].api.inspect_container, np.container)
         except Exception as exc:
             return f"{np.container} gone ({type(exc).__name__})"
         state = st.get("State", {})
@@ -396,7 +391,7 @@ class LaunchAction(Action):
 
     async def _tail(self, np: NodePlan, n: int) -> list[str]:
         try:
-            raw = await _to_thread(self._clients[np.node].api.logs, np.container, tail=n)
+            raw = await asyncio.to_thread(self._clients[np.node].api.logs, np.container, tail=n)
             return raw.decode("utf-8", "replace").splitlines()[-n:]
         except Exception:
             return []
@@ -418,7 +413,7 @@ class LaunchAction(Action):
 
         client = self._clients[node]
         try:
-            await _to_thread(client.api.remove_container, name, force=True)
+            await asyncio.to_thread(client.api.remove_container, name, force=True)
         except docker.errors.NotFound:
             pass
 

@@ -14,10 +14,6 @@ from ..probes.cluster import LABEL_EXECUTOR, ClusterContainer, ClusterView, find
 from .base import Action, ActionContext, ActionResult
 
 
-async def _to_thread(fn, *args, **kw):
-    return await asyncio.to_thread(fn, *args, **kw)
-
-
 async def _still_there(client, cid: str, wait: float = 15.0) -> bool:
     """Whether the container still exists once a removal someone else started (docker's 409
     "removal ... is already in progress") has had ``wait`` seconds to finish."""
@@ -26,7 +22,7 @@ async def _still_there(client, cid: str, wait: float = 15.0) -> bool:
     deadline = time.monotonic() + wait
     while True:
         try:
-            await _to_thread(client.api.inspect_container, cid)
+            await asyncio.to_thread(client.api.inspect_container, cid)
         except docker.errors.NotFound:
             return False
         except Exception:
@@ -46,8 +42,8 @@ async def _exec(client, cid: str, argv: list[str], timeout: float = 30.0) -> Non
     """Best effort: a command that is missing or fails here only makes the stop after it slower."""
     try:
         async with asyncio.timeout(timeout):
-            ctr = await _to_thread(client.containers.get, cid)
-            await _to_thread(ctr.exec_run, argv)
+            ctr = await asyncio.to_thread(client.containers.get, cid)
+            await asyncio.to_thread(ctr.exec_run, argv)
     except Exception:
         pass
 
@@ -104,8 +100,8 @@ class StopAction(Action):
                         # `ray start --block` as PID 1 sits out docker's grace period on SIGTERM
                         await _exec(client, x.id, ["ray", "stop", "--force"])
                     if x.running:
-                        await _to_thread(client.api.stop, x.id, timeout=30)
-                    await _to_thread(client.api.remove_container, x.id, force=True)
+                        await asyncio.to_thread(client.api.stop, x.id, timeout=30)
+                    await asyncio.to_thread(client.api.remove_container, x.id, force=True)
                     removed.setdefault(x.node, []).append(x.name)
                     rec.message = f"{x.name} stopped and removed"
                 except Exception as exc:

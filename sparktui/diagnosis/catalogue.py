@@ -87,7 +87,8 @@ class Catalogue:
             raise KeyError(f"no finding {fid!r} in {self.path or 'the catalogue'}") from None
 
     def finding(self, fid: str, *, source: str = "", node: str = "", line: int | None = None,
-                evidence: Iterable[str] = (), title: str | None = None, severity: str | None = None):
+                evidence: Iterable[str] = (), title: str | None = None, severity: str | None = None,
+                advice: str | None = None):
         """A ``model.Finding`` for ``fid`` built from the catalogue's data (severity, title, advice,
         explanation), for code that raises findings itself (container states, launch checks)."""
         from ..model import Finding  # the catalogue is data: it needs the model only here
@@ -95,7 +96,7 @@ class Catalogue:
         e = self.entry(fid)
         return Finding(
             id=e.id, severity=(severity or e.severity), title=title or e.title,  # type: ignore[arg-type]
-            source=source, line=line, evidence=tuple(evidence), advice=e.advice,
+            source=source, line=line, evidence=tuple(evidence), advice=advice or e.advice,
             explanation=e.explanation, node=node,
         )
 

@@ -130,15 +130,13 @@ class Assessment:
 def _catalogued(fid: str, title: str, *, node: str = "", evidence: tuple[str, ...] = (), advice: str = "",
                 severity: str = "error") -> Finding:
     """A finding whose explanation and advice come from the catalogue when it has the id."""
-    try:
-        from ..diagnosis.catalogue import default_catalogue
+    from ..diagnosis.catalogue import finding
 
-        e = default_catalogue()[fid]
-        return Finding(fid, e.severity, title, f"{node or 'cluster'}/launch", evidence=evidence, node=node,
-                       advice=advice or e.advice, explanation=e.explanation)
-    except (KeyError, ImportError):
-        return Finding(fid, severity, title, f"{node or 'cluster'}/launch", evidence=evidence, node=node,  # type: ignore[arg-type]
-                       advice=advice)
+    source = f"{node or 'cluster'}/launch"
+    try:
+        return finding(fid, source=source, node=node, evidence=evidence, title=title, advice=advice or None)
+    except KeyError:  # an id only actions raise (image_not_found): no catalogue text to add
+        return Finding(fid, severity, title, source, evidence=evidence, node=node, advice=advice)  # type: ignore[arg-type]
 
 
 def assess(view: ClusterView, nodes: list[str], plan: str | None = None) -> Assessment:
