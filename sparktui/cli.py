@@ -21,6 +21,19 @@ def _common(p: argparse.ArgumentParser, top: bool = False) -> None:
                    help="cluster config (default: $SPARKTUI_CONFIG or ~/.config/sparktui/cluster.toml)")
 
 
+def _lenient(kind: type):
+    """A number parser that hands back what it cannot parse, so the command can refuse it in ONE line."""
+
+    def parse(text: str):
+        try:
+            return kind(text)
+        except ValueError:
+            return text
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="sparktui",
@@ -91,12 +104,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     pr = sub.add_parser("prompt", help="send a test prompt through the OpenAI-compatible API")
     _common(pr)
-    pr.add_argument("text")
+    pr.add_argument("text", nargs="?", help="the prompt (or --canned NAME)")
     pr.add_argument("--json", action="store_true")
-    pr.add_argument("--no-think", action="store_true")
+    pr.add_argument("--no-think", action="store_true", help="chat_template_kwargs.enable_thinking = false")
+    pr.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                    help="default: the server's limit (what max_model_len leaves after the prompt)")
+    pr.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True,
+                    help="stream the answer (default) or ask for it whole")
+    pr.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                    help="seconds to wait for bytes before giving up (a stalled stream; default 120)")
+    pr.add_argument("--canned", metavar="NAME", help="a canned smoke prompt (hello, arithmetic, no-think, long, tool)")
     lt = sub.add_parser("load-test", help="a short concurrent load test through the API")
     _common(lt)
-    lt.add_argument("--json", action="store_true")
+    lt.add_argument("--requests", type=_lenient(int), metavar="M",
+                    help="stop after M requests (default 32, or unlimited with --duration)")
+    lt.add_argument("--duration", type=_lenient(float), metavar="T", help="stop starting requests after T seconds")
+    lt.add_argument("--concurrency", type=_lenient(int), default=8, metavar="N", help="requests in flight (default 8)")
+    lt.add_argument("--max-tokens", type=_lenient(int), default=64, metavar="K", help="max tokens per answer (default 64)")
+    lt.add_argument("--random-input-len", type=_lenient(int), metavar="L", help="random prompts of about L tokens")
+    lt.add_argument("--random-output-len", type=_lenient(int), metavar="L",
+                    help="answers of exactly L tokens (max_tokens=L, ignore_eos)")
+    lt.add_argument("--seed", type=_lenient(int), default=0, help="seed of the random prompts (default 0)")
+    lt.add_argument("--no-think", action="store_true", help="send enable_thinking=false (default: the server's)")
+    lt.add_argument("--timeout", type=_lenient(float), default=120.0, metavar="S", help="seconds per request (default 120)")
+    lt.add_argument("--json", action="store_true", help="the result with `vllm bench serve` field names")
 
     rp = sub.add_parser("report", help="Markdown incident report of a session (default: the latest)")
     rp.add_argument("session", nargs="?")

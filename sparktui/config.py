@@ -101,6 +101,8 @@ class ClusterConfig:
     shm_size: str = "64g"
     join_timeout: float = 60.0  # seconds for every node to join (Ray) / rendezvous before a finding
     ready_timeout: float = 1800.0  # seconds from start to the API answering
+    # the API as the operator's machine reaches it (a tunnel, a proxy); default: the head's serve port
+    api_base: str | None = None
 
 
 @dataclass(frozen=True)
@@ -270,9 +272,12 @@ def _parse_cluster(path: str, text: str, raw: Any) -> ClusterConfig:
                           hint="known keys: " + ", ".join(sorted(_CLUSTER_KEYS)))
     kw: dict[str, Any] = {}
     for key in ("name", "image", "model_path", "model_mount", "served_model", "serve_host", "launcher_dir",
-                "nccl_debug", "base_image", "hybrid_image"):
+                "nccl_debug", "base_image", "hybrid_image", "api_base"):
         if key in raw:
             kw[key] = _expect(path, text, f"cluster.{key}", raw[key], str, "a string")
+    if "api_base" in kw and not re.match(r"https?://[^\s/]+", kw["api_base"]):
+        raise ConfigError(path, f"{kw['api_base']!r} is not an http(s) URL", key="cluster.api_base",
+                          line=_line_of(text, "api_base"), hint='e.g. "http://127.0.0.1:8000"')
     for key in ("tensor_parallel", "serve_port", "max_model_len"):
         if key in raw:
             kw[key] = _expect(path, text, f"cluster.{key}", raw[key], int, "an integer")

@@ -184,6 +184,39 @@ class LinkSample:
 
 
 @dataclass(frozen=True, slots=True)
+class ServingSample:
+    """The serving node's ``/metrics``, read every few seconds (probes.metrics).
+
+    Gauges and ``*_total`` counts are as scraped (summed over label sets); rates and latencies are
+    over ``interval_s`` since the previous scrape.  None: the server does not expose it, or nothing
+    to measure (no request finished in the interval), never a made-up 0.
+    """
+
+    node: str
+    up: bool  # the API server answered
+    error: str | None = None  # one line: why not up, or why there are no numbers (no /metrics)
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None  # 0..1
+    requests_total: float | None = None  # finished requests since the server started (all reasons)
+    prompt_tokens_total: float | None = None
+    generation_tokens_total: float | None = None
+    interval_s: float | None = None  # None on the first scrape: no rates yet
+    prompt_tps: float | None = None
+    generation_tps: float | None = None
+    requests_ps: float | None = None
+    ttft_mean: float | None = None  # seconds, over the interval
+    ttft_p90: float | None = None
+    e2e_mean: float | None = None
+    e2e_p90: float | None = None
+    itl_mean: float | None = None
+    ttft_mean_all: float | None = None  # since the server started: shown while idle
+    e2e_mean_all: float | None = None
+    reset: bool = False  # counters went down: the server restarted
+    ts: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
 class LogLine:
     """One line of a container (or file) log. ``text`` is raw data: never markup."""
 
@@ -296,6 +329,7 @@ Event = Union[
     MemorySample,
     GpuSample,
     LinkSample,
+    ServingSample,
     LogLine,
     LogBatch,
     FindingRaised,

@@ -33,9 +33,14 @@ from .model import (
     NodeReachability,
     Note,
     SEVERITY_RANK,
+    ServingSample,
 )
 
 MEMORY_HISTORY = 240  # samples kept for the sparkline (4 min at 1 Hz)
+SERVING_HISTORY = 120  # serving samples kept per series (6 min at one scrape per 3 s)
+# ServingSample fields with a sparkline; a None (not measurable) stays a gap, never a 0
+SERVING_SERIES = ("running", "waiting", "kv_cache_usage", "prompt_tps", "generation_tps", "requests_ps",
+                  "ttft_mean", "e2e_mean")
 
 
 def _frozen(d: dict) -> Mapping:
@@ -46,6 +51,20 @@ def _frozen(d: dict) -> Mapping:
 class LogSourceState:
     lines: int = 0
     last_ts: float | None = None
+
+
+@dataclass(frozen=True)
+class ServingState:
+    """What the node's API server says about its load (head node only)."""
+
+    up: bool
+    sample: ServingSample  # the latest
+    last_up: ServingSample | None = None  # the latest that answered: its totals stay readable when down
+    down_since: float | None = None
+    history: Mapping[str, tuple[float | None, ...]] = field(default_factory=lambda: _frozen({}))  # oldest first
+
+    def series(self, name: str) -> tuple[float | None, ...]:
+        return self.history.get(name, ())
 
 
 @dataclass(frozen=True)
@@ -64,6 +83,7 @@ class NodeState:
     gpu_available: bool | None = None
     gpu_error: str | None = None
     links: tuple[LinkInfo, ...] = ()
+    serving: ServingState | None = None  # None: never scraped (not the serving node)
     logs: Mapping[str, LogSourceState] = field(default_factory=lambda: _frozen({}))
     milestones: Mapping[str, Milestone] = field(default_factory=lambda: _frozen({}))
     last_update: float | None = None
@@ -116,6 +136,17 @@ def _log_counts(node: NodeState, source: str, lines: tuple[LogLine, ...]) -> Nod
     return replace(node, logs=_frozen(logs))
 
 
+def _serving(cur: ServingState | None, ev: ServingSample) -> ServingState:
+    if not ev.up:
+        was_up = cur is not None and cur.up
+        since = ev.ts if was_up or cur is None or cur.down_since is None else cur.down_since
+        return ServingState(up=False, sample=ev, last_up=cur.last_up if cur else None, down_since=since,
+                            history=cur.history if cur else _frozen({}))
+    old = cur.history if cur else {}
+    hist = {k: (old.get(k, ()) + (getattr(ev, k),))[-SERVING_HISTORY:] for k in SERVING_SERIES}
+    return ServingState(up=True, sample=ev, last_up=ev, down_since=None, history=_frozen(hist))
+
+
 def reduce(state: ClusterState, event: Event) -> ClusterState:
     """Return the state after ``event``.  Unknown events leave the state unchanged."""
     if isinstance(event, NodeReachability):
@@ -155,6 +186,8 @@ def reduce(state: ClusterState, event: Event) -> ClusterState:
             n, gpus=event.gpus, gpu_available=event.available, gpu_error=event.error, last_update=event.ts))
     if isinstance(event, LinkSample):
         return _with_node(state, event.node, lambda n: replace(n, links=event.links, last_update=event.ts))
+    if isinstance(event, ServingSample):
+        return _with_node(state, event.node, lambda n: replace(n, serving=_serving(n.serving, event)))
     if isinstance(event, LogLine):
         return _with_node(state, event.node, lambda n: _log_counts(n, event.source, (event,)))
     if isinstance(event, LogBatch):

@@ -135,7 +135,9 @@ def toml_value(v) -> str:
 
 
 def write_config(path: Path, data: dict) -> None:
-    lines = ["# written by scripts/testbed, set up by scenario seed (scripts/testbed_scenarios/seed.py)", "[cluster]"]
+    lines = ["# written by scripts/testbed, set up by scenario seed (scripts/testbed_scenarios/seed.py)"]
+    lines += [f"{k} = {toml_value(v)}" for k, v in data.items() if k not in ("cluster", "node")]  # top-level keys
+    lines += ["[cluster]"]
     lines += [f"{k} = {toml_value(v)}" for k, v in data["cluster"].items() if not isinstance(v, dict)]
     for k, v in data["cluster"].items():
         if isinstance(v, dict):

@@ -23,6 +23,15 @@ def make_nodes(config: Config) -> dict:
     return {n.name: make_node(n) for n in config.nodes}
 
 
+async def close_nodes(nodes) -> None:
+    """Close every node handle; one that fails to close must not keep the others open."""
+    for n in nodes.values():
+        try:
+            await n.close()
+        except Exception:
+            pass
+
+
 class _Printer:
     def __init__(self, stream=sys.stderr) -> None:
         self.stream = stream

@@ -34,8 +34,12 @@ ENTRIES: tuple[ActionEntry, ...] = (
     ActionEntry("launch", "Launch the cluster", "sparktui.actions.launch", "LaunchAction", True, "l",
                 screen="sparktui.tui.launch:LaunchScreen"),
     ActionEntry("stop", "Stop the cluster on every node", "sparktui.actions.stop", "StopAction", True, "x"),
+    ActionEntry("prompt", "Test prompt through the API", "sparktui.actions.prompt", "PromptAction", False, "P",
+                screen="sparktui.tui.prompt:PromptScreen"),
     ActionEntry("investigate", "Investigate an NCCL hang", "sparktui.actions.investigate", "Investigate", False, "i",
                 screen="sparktui.tui.investigate:InvestigateScreen"),
+    ActionEntry("load-test", "Load test the API", "sparktui.actions.load_test", "LoadTestAction", False, "T",
+                screen="sparktui.tui.load_test:LoadTestScreen"),
 )
 
 

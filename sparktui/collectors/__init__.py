@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Callable
 
 from ..model import NodeReachability
-from ..nodes.base import HostKeyError, NodeError
+from ..nodes.base import HostKeyError, NodeError, port_open
 from .docker_watch import DockerWatch, LogState
 from .samplers import GpuLoop, links_loop, memory_loop
+from .serving import serving_loop
 
 if TYPE_CHECKING:
     from ..config import Config, NodeConfig
@@ -35,6 +36,8 @@ class Intervals:
     gpu_apps: float = 10.0
     links: float = 30.0
     reconcile: float = 30.0
+    serving: float = 3.0  # /metrics of the head's API server
+    serving_idle: float = 10.0  # while nothing listens on the serve port
 
 
 class NodeCollectors:
@@ -116,6 +119,12 @@ class NodeCollectors:
             asyncio.create_task(links_loop(self.node, self.node_name, emit, iv.links), name="links"),
             asyncio.create_task(self.docker.run(), name="docker"),
         ]
+        cfg = self.config
+        if cfg is not None and cfg.head.name == self.node_name:  # the API server listens on the head
+            self._tasks.append(asyncio.create_task(
+                serving_loop(self.node, self.node_name, emit, cfg.cluster.serve_host, cfg.cluster.serve_port,
+                             api_key=cfg.api_key(), interval=iv.serving, idle_interval=iv.serving_idle),
+                name="serving"))
         wait_lost = getattr(self.node, "wait_lost", None)
         lost = asyncio.create_task(wait_lost() if wait_lost else asyncio.Event().wait(), name="lost")
         try:
@@ -157,7 +166,7 @@ class NodeCollectors:
             return
         end = time.monotonic() + delay
         while (left := end - time.monotonic()) > 0:
-            if await _port_open(self.cfg.host, self.cfg.port or 22, min(left, 0.5)):
+            if await port_open(self.cfg.host, self.cfg.port or 22, min(left, 0.5)):
                 return
             await asyncio.sleep(min(left, 0.5))
 
@@ -168,11 +177,3 @@ class NodeCollectors:
             await self.docker.close()
         await self.node.close()
 
-
-async def _port_open(host: str, port: int, timeout: float) -> bool:
-    try:
-        _, w = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-    except (OSError, asyncio.TimeoutError):
-        return False
-    w.close()
-    return True

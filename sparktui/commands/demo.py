@@ -23,6 +23,10 @@ def run(args) -> int:
         return 2
     config = demo_config()
     sim = SimCluster(config, scenario, speed)
-    engine = make_engine(config, sim.sources(), "demo", {"scenario": scenario, "speed": speed})
+    from ..collectors.serving import ServingSource
+
+    # the head's stand-in API (sim/serving.py) is scraped like a real one, so prompts move the numbers
+    serving = ServingSource(sim.node(config.head.name), config.cluster.serve_host, config.cluster.serve_port)
+    engine = make_engine(config, [*sim.sources(), serving], "demo", {"scenario": scenario, "speed": speed})
     nodes = lambda: {n.name: sim.node(n.name) for n in config.nodes}  # noqa: E731
     return run_app(engine, args, nodes=nodes, subtitle=f"demo · {scenario}" + (f" · ×{speed:g}" if speed != 1 else ""))

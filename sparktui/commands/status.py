@@ -110,6 +110,7 @@ async def _containers(node) -> list[dict]:
 
 async def _cluster(config: Config, timeout: float) -> dict[str, Any]:
     """The cluster's containers on every node, what they add up to, and whether the serve port answers."""
+    from ..actions.cli_runner import close_nodes
     from ..nodes import make_node
     from ..probes.cluster import check_cluster
     from ..probes.serving import endpoint, server_info
@@ -137,11 +138,7 @@ async def _cluster(config: Config, timeout: float) -> dict[str, Any]:
     except Exception as exc:
         out["error"] = f"{type(exc).__name__}: {exc}"
     finally:
-        for n in nodes.values():
-            try:
-                await n.close()
-            except Exception:
-                pass
+        await close_nodes(nodes)
     return out
 
 

@@ -44,3 +44,8 @@ def clean_line(text: str | bytes) -> str:
         text = text.translate(_CTRL_MAP)
         text = re.sub(r"[\x80-\x9f]", "\ufffd", text)
     return text
+
+
+def clean_text(text: str) -> str:
+    """Multi-line text (a model's answer) made terminal-safe line by line; the newlines stay."""
+    return "\n".join(clean_line(part) for part in text.split("\n"))

@@ -104,3 +104,15 @@ class EventSource(Protocol):
     node_name: str
 
     async def run(self, emit: Emit) -> None: ...
+
+
+async def port_open(host: str, port: int, timeout: float) -> bool:
+    """Whether a TCP connect to host:port succeeds within ``timeout`` (nothing is sent)."""
+    import asyncio
+
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    return True

