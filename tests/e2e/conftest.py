@@ -248,6 +248,7 @@ class RealServing:
     api_key: str
     port: int
     model: str = "tiny"
+    key_env: str = SERVE_KEY_ENV  # the variable the config's api_key_env names
 
     @property
     def base_url(self) -> str:  # the bed's nodes share this machine's loopback: the port is reachable directly

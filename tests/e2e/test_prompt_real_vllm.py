@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,13 +66,11 @@ def test_streaming_and_not_streaming_agree(real_serving):
 
 
 def test_wrong_key_is_the_apis_401(real_serving):
-    from conftest import SERVE_KEY_ENV
-
-    r = real_serving.cli("prompt", "hi", env={**os.environ, SERVE_KEY_ENV: "sk-wrong-key-123"})
+    r = real_serving.cli("prompt", "hi", env={**os.environ, real_serving.key_env: "sk-wrong-key-123"})
     assert r.returncode == 1
     assert "401" in r.stderr and "API key" in r.stderr
     assert "sk-wrong-key-123" not in r.stderr + r.stdout
-    r = real_serving.cli("prompt", "hi", env={k: v for k, v in os.environ.items() if k != SERVE_KEY_ENV})
+    r = real_serving.cli("prompt", "hi", env={k: v for k, v in os.environ.items() if k != real_serving.key_env})
     assert r.returncode == 1 and "401" in r.stderr
 
 
@@ -117,15 +114,13 @@ def test_bad_arguments_exit_2(real_serving, tmp_path):
 
 async def test_prompt_screen_streams_reasoning_and_content_apart_and_keeps_the_key_secret(real_serving, tmp_path,
                                                                                            monkeypatch):
-    from conftest import SERVE_KEY_ENV
-
     from sparktui.actions.cli_runner import make_nodes
     from sparktui.config import load_config
     from sparktui.tui.app import SparkApp
     from sparktui.tui.boot import make_engine
     from sparktui.tui.prompt import PromptScreen
 
-    monkeypatch.setenv(SERVE_KEY_ENV, real_serving.api_key)
+    monkeypatch.setenv(real_serving.key_env, real_serving.api_key)
     monkeypatch.setenv("SPARKTUI_STATE_DIR", str(tmp_path / "state"))
     tiny = real_serving.bed.info["tiny"]
     config = load_config(real_serving.config)

@@ -50,12 +50,12 @@ async def _load_test(serving, n: int, concurrency: int = 8) -> int:
     """`sparktui load-test --requests n --concurrency 8 --json`: the issue's check; its output tokens."""
     import json
     import sys
+    from pathlib import Path
 
-    from conftest import ROOT
-
+    root = Path(__file__).resolve().parents[2]
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "sparktui", "load-test", "--config", str(serving.config), "--requests", str(n),
-        "--concurrency", str(concurrency), "--json", cwd=str(ROOT), env=serving.env,
+        "--concurrency", str(concurrency), "--json", cwd=str(root), env=serving.env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 300)
     assert proc.returncode == 0, err.decode()[-2000:]
