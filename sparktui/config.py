@@ -7,6 +7,7 @@ where it can be found) and a hint; the CLI prints it and exits 2.
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import re
 import tomllib
@@ -22,6 +23,10 @@ IPC_MODES = ("host", "private")
 ROLES = ("head", "worker")
 _HOST_RE = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+# sane bounds: a typo (tensor_parallel = 1e17 written as an integer, max_model_len = -1) fails at load
+MAX_GPUS_PER_NODE = 64
+MAX_TP = 1024
+MAX_MODEL_LEN = 10_000_000
 
 
 class ConfigError(Exception):
@@ -55,7 +60,7 @@ class NodeConfig:
     user: str | None = None
     port: int | None = None
     identity_file: str | None = None
-    known_hosts: str | None = None  # None: asyncssh's default (~/.ssh/known_hosts)
+    known_hosts: str | None = None  # None: ssh config's UserKnownHostsFile, else ~/.ssh/known_hosts
     ssh_config: str | None = None
     docker_socket: str = "/var/run/docker.sock"
     fabric_ip: str | None = None  # the node's RoCE/CX-7 address (VLLM_HOST_IP)
@@ -143,10 +148,11 @@ _TOP_KEYS = {"cluster", "node", "nodes", "api_key_env", "session_dir"}
 
 
 def _line_of(text: str, key: str, start_after: int = 0) -> int | None:
-    pat = re.compile(rf"^\s*{re.escape(key)}\s*=", re.M)
+    # [ \t]*, not \s*: \s would start the match on a blank line above and miscount
+    pat = re.compile(rf"^[ \t]*{re.escape(key)}[ \t]*=", re.M)
     m = pat.search(text, start_after)
     if m is None:
-        pat = re.compile(rf"^\s*\[+\s*{re.escape(key)}\s*\]+", re.M)
+        pat = re.compile(rf"^[ \t]*\[+[ \t]*{re.escape(key)}[ \t]*\]+", re.M)
         m = pat.search(text, start_after)
     return text.count("\n", 0, m.start()) + 1 if m else None
 
@@ -158,6 +164,15 @@ def _expect(path: str, text: str, key: str, value: Any, typ: type | tuple[type, 
         raise ConfigError(path, f"expected {what}, got {type(value).__name__} {value!r}", key=key,
                           line=_line_of(text, key.split(".")[-1]))
     return value
+
+
+def _int_in(path: str, text: str, key: str, value: Any, lo: int, hi: int) -> int:
+    """An integer (TOML floats such as 1e17 refused) within [lo, hi]."""
+    v = _expect(path, text, key, value, int, "an integer")
+    if not lo <= v <= hi:
+        raise ConfigError(path, f"{v} is out of range", key=key, line=_line_of(text, key.split(".")[-1]),
+                          hint=f"between {lo} and {hi}")
+    return v
 
 
 def _check_ip(path: str, text: str, key: str, value: str) -> str:
@@ -229,6 +244,9 @@ def _parse_node(path: str, text: str, idx: int, raw: Any) -> NodeConfig:
                 "meminfo_path"):
         if key in raw:
             kw[key] = _expect(path, text, f"{prefix}.{key}", raw[key], str, "a string")
+    if "known_hosts" in kw and kw["known_hosts"].strip().lower() in ("", "none", "/dev/null"):
+        raise ConfigError(path, f"{kw['known_hosts']!r} would turn SSH host-key checking off", key=f"{prefix}.known_hosts",
+                          line=_line_of(text, "known_hosts"), hint="name a known_hosts file, or remove the key")
     if "host" in raw:
         kw["host"] = _check_host(path, text, f"{prefix}.host", _expect(path, text, f"{prefix}.host", raw["host"], str, "a string"))
     elif backend == "ssh":
@@ -251,7 +269,7 @@ def _parse_node(path: str, text: str, idx: int, raw: Any) -> NodeConfig:
                               hint="head or worker")
         kw["role"] = role
     if "gpu_count" in raw:
-        kw["gpu_count"] = _expect(path, text, f"{prefix}.gpu_count", raw["gpu_count"], int, "an integer")
+        kw["gpu_count"] = _int_in(path, text, f"{prefix}.gpu_count", raw["gpu_count"], 0, MAX_GPUS_PER_NODE)
     if "env" in raw:
         kw["env"] = _env_table(path, text, f"{prefix}.env", raw["env"])
     if kw.get("identity_file"):
@@ -275,22 +293,22 @@ def _parse_cluster(path: str, text: str, raw: Any) -> ClusterConfig:
                 "nccl_debug", "base_image", "hybrid_image", "api_base"):
         if key in raw:
             kw[key] = _expect(path, text, f"cluster.{key}", raw[key], str, "a string")
+    from .config_checks import check_image  # it needs ConfigError from here
+
+    for key in ("image", "base_image", "hybrid_image"):
+        if key in kw:
+            check_image(path, text, f"cluster.{key}", kw[key])
     if "api_base" in kw and not re.match(r"https?://[^\s/]+", kw["api_base"]):
         raise ConfigError(path, f"{kw['api_base']!r} is not an http(s) URL", key="cluster.api_base",
                           line=_line_of(text, "api_base"), hint='e.g. "http://127.0.0.1:8000"')
-    for key in ("tensor_parallel", "serve_port", "max_model_len"):
+    for key, lo, hi in (("tensor_parallel", 1, MAX_TP), ("serve_port", 1, 65535), ("max_model_len", 1, MAX_MODEL_LEN)):
         if key in raw:
-            kw[key] = _expect(path, text, f"cluster.{key}", raw[key], int, "an integer")
-    if "serve_port" in kw and not 0 < kw["serve_port"] < 65536:
-        raise ConfigError(path, f"port {kw['serve_port']} out of range", key="cluster.serve_port",
-                          line=_line_of(text, "serve_port"))
-    if "tensor_parallel" in kw and kw["tensor_parallel"] < 1:
-        raise ConfigError(path, "must be >= 1", key="cluster.tensor_parallel", line=_line_of(text, "tensor_parallel"))
+            kw[key] = _int_in(path, text, f"cluster.{key}", raw[key], lo, hi)
     if "mount_readonly" in raw:
         kw["mount_readonly"] = _expect(path, text, "cluster.mount_readonly", raw["mount_readonly"], bool, "true or false")
     if "gpu_memory_utilization" in raw:
         v = _expect(path, text, "cluster.gpu_memory_utilization", raw["gpu_memory_utilization"], (int, float), "a number")
-        if not 0 < v <= 1:
+        if not 0 < v <= 1:  # also refuses nan
             raise ConfigError(path, f"{v} is not in (0, 1]", key="cluster.gpu_memory_utilization",
                               line=_line_of(text, "gpu_memory_utilization"), hint="vLLM takes a fraction, e.g. 0.90")
         kw["gpu_memory_utilization"] = float(v)
@@ -322,8 +340,8 @@ def _parse_cluster(path: str, text: str, raw: Any) -> ClusterConfig:
     for key in ("join_timeout", "ready_timeout"):
         if key in raw:
             v = _expect(path, text, f"cluster.{key}", raw[key], (int, float), "a number of seconds")
-            if v <= 0:
-                raise ConfigError(path, "must be > 0", key=f"cluster.{key}", line=_line_of(text, key))
+            if not (v > 0 and math.isfinite(v)):  # TOML allows nan and inf
+                raise ConfigError(path, "must be a finite number > 0", key=f"cluster.{key}", line=_line_of(text, key))
             kw[key] = float(v)
     if "add_architectures" in raw:
         arches = _expect(path, text, "cluster.add_architectures", raw["add_architectures"], dict,
@@ -351,6 +369,9 @@ def parse_config(text: str, path: str = "<config>") -> Config:
         raise ConfigError(path, f"unknown key {k!r}", key=k, line=_line_of(text, k),
                           hint="top level holds [cluster] and [[node]] tables")
     cluster = _parse_cluster(path, text, data.get("cluster", {}))
+    if "node" in data and "nodes" in data:
+        raise ConfigError(path, "both [[node]] and [[nodes]] tables", key="nodes", line=_line_of(text, "nodes"),
+                          hint="write every node as [[node]]")
     raw_nodes = data.get("node", data.get("nodes", []))
     if not isinstance(raw_nodes, list) or not raw_nodes:
         raise ConfigError(path, "no nodes configured", key="node", hint="add one [[node]] table per machine")
@@ -366,13 +387,19 @@ def parse_config(text: str, path: str = "<config>") -> Config:
                               line=second or first, hint="node names must be unique")
         seen[n.name] = i
         nodes.append(n)
+    from .config_checks import check_distinct
+
+    check_distinct(path, text, nodes)
     if not any(n.role == "head" for n in nodes):
         nodes[0] = NodeConfig(**{**nodes[0].__dict__, "role": "head"})
     kw: dict[str, Any] = {}
     if "api_key_env" in data:
         kw["api_key_env"] = _expect(path, text, "api_key_env", data["api_key_env"], str, "a string")
     if "session_dir" in data:
-        kw["session_dir"] = _expect(path, text, "session_dir", data["session_dir"], str, "a string")
+        sd = _expect(path, text, "session_dir", data["session_dir"], str, "a string")
+        if not sd.strip() or "\0" in sd:
+            raise ConfigError(path, "must name a directory", key="session_dir", line=_line_of(text, "session_dir"))
+        kw["session_dir"] = os.path.expanduser(sd)  # sessions are written there (session.sessions_dir)
     return Config(path=path, cluster=cluster, nodes=tuple(nodes), **kw)
 
 

@@ -65,11 +65,23 @@ class Engine:
         self._subscribers: list[Subscriber] = []
         self._scheduled = False
         self.started = False
+        self._ranked: tuple[tuple, list] = ((), [])
 
     # ------------------------------------------------------------------ subscription
     def subscribe(self, fn: Subscriber) -> Callable[[], None]:
         self._subscribers.append(fn)
         return lambda: self._subscribers.remove(fn) if fn in self._subscribers else None
+
+    def ranked_findings(self) -> list:
+        """The findings most severe and most causal first (a CUDA OOM before the engine death it
+        caused), ranked by the catalogue's cause relations; recomputed only when they change."""
+        fs = self.state.findings
+        if self._ranked[0] is not fs:
+            from .diagnosis.catalogue import default_catalogue
+            from .diagnosis.ranking import rank_findings
+
+            self._ranked = (fs, rank_findings(list(fs), default_catalogue()))
+        return self._ranked[1]
 
     # ------------------------------------------------------------------ input
     def emit(self, event: Event) -> None:

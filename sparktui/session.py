@@ -7,7 +7,8 @@ Layout of one session directory::
         events.jsonl       one JSON object per kept event (not log lines), in arrival order
         logs/<node>/<source>.log   every streamed line, as received (daemon timestamp first)
 
-Secrets never reach these files: ``redact`` masks values of known secret env names and tokens.
+Secrets never reach these files: ``logs.redact`` masks secret values (env, flags, JSON keys, bearer
+tokens, token shapes).  Directories are 0700 and files 0600: they hold the operator's cluster.
 """
 
 from __future__ import annotations
@@ -21,26 +22,28 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from .logs.redact import mask_dict, mask_list, redact, redact_bytes, redact_env  # noqa: F401  (redact_env: re-exported)
+from .logs.sanitize import json_dumps
 from .model import Event, LogBatch, LogLine
 
-_SECRET_KEYS = re.compile(r"(HF_TOKEN|HUGGING_FACE_HUB_TOKEN|HUGGINGFACE_TOKEN|API_KEY|SECRET|PASSWORD|TOKEN)", re.I)
-_SECRET_VALUES = re.compile(r"\b(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,})\b")
-_SECRET_WORDS = ("TOKEN", "API_KEY", "SECRET", "PASSWORD")
-_SECRET_ASSIGN = re.compile(r"\b([A-Z0-9_]*(?:TOKEN|API_KEY|SECRET|PASSWORD)[A-Z0-9_]*)=(\S+)")
+# files hold log lines, commands and findings of the operator's cluster: owner only (umask-proof)
+DIR_MODE = 0o700
+FILE_MODE = 0o600
 
 
-def redact(text: str) -> str:
-    """Mask tokens and ``NAME=value`` for secret-looking names."""
-    # literal checks first: this runs on every persisted log batch, and almost none hold a secret
-    if "hf_" in text or "sk-" in text:
-        text = _SECRET_VALUES.sub("***", text)
-    if "=" in text and any(w in text for w in _SECRET_WORDS):
-        text = _SECRET_ASSIGN.sub(lambda m: f"{m.group(1)}=***", text)
-    return text
+def _private_dir(path: Path) -> None:
+    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    os.chmod(path, DIR_MODE)
 
 
-def redact_env(env: dict[str, str]) -> dict[str, str]:
-    return {k: ("***" if _SECRET_KEYS.search(k) else v) for k, v in env.items()}
+def _open_private(path: Path, mode: str, **kw) -> IO:
+    """``open(path, mode)`` creating the file 0600 whatever the umask (and tightening an old one)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if "a" in mode else os.O_TRUNC), FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+    except OSError:
+        pass
+    return os.fdopen(fd, mode, **kw)
 
 
 def state_dir() -> Path:
@@ -51,8 +54,10 @@ def state_dir() -> Path:
     return Path(xdg) / "sparktui"
 
 
-def sessions_dir() -> Path:
-    return state_dir() / "sessions"
+def sessions_dir(config: Any = None) -> Path:
+    """Where sessions live: the config's ``session_dir`` when it sets one, else under the state dir."""
+    custom = getattr(config, "session_dir", None)
+    return Path(custom) if custom else state_dir() / "sessions"
 
 
 def _safe_component(name: str) -> str:
@@ -70,13 +75,12 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, (list, tuple)):
-        return [to_jsonable(x) for x in obj]
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
+        # an argv list: a secret flag's value is the next element ("--api-key", "xyz")
+        return mask_list([to_jsonable(x) for x in obj])
     if isinstance(obj, str):
         return redact(obj)
-    if hasattr(obj, "items"):  # MappingProxyType
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, dict) or hasattr(obj, "items"):  # dict, MappingProxyType: env/labels by key
+        return mask_dict({str(k): to_jsonable(v) for k, v in obj.items()})
     return obj
 
 
@@ -97,9 +101,12 @@ class Session:
         while path.exists():
             i += 1
             path = Path(f"{base}-{i}")
-        path.mkdir(parents=True)
+        _private_dir(root)
+        path.mkdir(mode=DIR_MODE)
+        os.chmod(path, DIR_MODE)
         s = cls(path)
-        (path / "meta.json").write_text(json.dumps({"started": time.time(), **(meta or {})}, indent=2))
+        with _open_private(path / "meta.json", "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(to_jsonable({"started": time.time(), **(meta or {})}), indent=2))
         return s
 
     @classmethod
@@ -117,21 +124,23 @@ class Session:
             self._write_lines(event.node, event.source, event.lines)
             return
         if self._events is None:
-            self._events = open(self.path / "events.jsonl", "a", encoding="utf-8")
-        self._events.write(json.dumps(to_jsonable(event), ensure_ascii=False) + "\n")
+            self._events = _open_private(self.path / "events.jsonl", "a", encoding="utf-8")
+        # json_dumps: controls as \u escapes only, so `cat events.jsonl` is terminal-safe too
+        self._events.write(json_dumps(to_jsonable(event)) + "\n")
 
     def _write_lines(self, node: str, source: str, lines) -> None:
         key = (node, source)
         fh = self._logs.get(key)
         if fh is None:
             p = self.log_path(node, source)
-            p.parent.mkdir(parents=True, exist_ok=True)
-            fh = self._logs[key] = open(p, "ab")
+            _private_dir(p.parent.parent)
+            _private_dir(p.parent)
+            fh = self._logs[key] = _open_private(p, "ab")
         parts = []
         for ln in lines:
             text = ln.text
             parts.append(f"{ln.raw_ts} {text}\n" if ln.raw_ts else f"{text}\n")
-        fh.write(redact("".join(parts)).encode("utf-8", "surrogateescape"))
+        fh.write(redact_bytes("".join(parts).encode("utf-8", "surrogateescape")))
 
     def flush(self) -> None:
         if self._events:

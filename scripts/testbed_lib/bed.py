@@ -59,6 +59,8 @@ class Bed:
         self.net = env.get("SPARKTUI_TESTBED_NET") or "127.0.0"
         self.first = int(env.get("SPARKTUI_TESTBED_FIRST") or 2)
         self.port = int(env.get("SPARKTUI_TESTBED_PORT") or 22)
+        self.port_named = bool(env.get("SPARKTUI_TESTBED_PORT"))
+        self.saved = False
         self.cache = Path(env.get("SPARKTUI_TESTBED_CACHE") or "/var/cache/sparktui-testbed")
         self.prefix = str(self.dir) + "/"
         self.client_key = self.dir / "client" / "id_ed25519"
@@ -69,8 +71,23 @@ class Bed:
         try:  # an existing bed keeps the addresses it was made with
             saved = json.loads(self.state_file.read_text())
             self.net, self.first, self.port = saved["net"], int(saved["first"]), int(saved["port"])
+            self.saved = True
         except (OSError, ValueError, KeyError):
             pass
+
+    def choose_port(self, count: int) -> None:
+        """A new bed without SPARKTUI_TESTBED_PORT: 22 only when no sshd of this host (typically on
+        0.0.0.0:22) holds it for the nodes' addresses, else the first free of 2222, 2223, ..."""
+        if self.saved or self.port_named:
+            return
+        addrs = [f"{self.net}.{self.first + i}" for i in range(count)]
+        for port in (22, *range(2222, 2300)):
+            if all(_port_free(a, port) for a in addrs):
+                if port != 22:
+                    say(f"port 22 is taken on {addrs[0]} (this host's sshd?): the nodes' sshd use {port}")
+                self.port = port
+                return
+        raise RuntimeError(f"no free sshd port for {', '.join(addrs)}; set SPARKTUI_TESTBED_PORT")
 
     # ------------------------------------------------------------------ layout
     def nodes(self, count: int | None = None) -> list[NodeDirs]:
@@ -200,8 +217,17 @@ Host *
             return
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
         n.sshd_pid.unlink(missing_ok=True)
-        subprocess.run([SBIN["sshd"], "-f", str(n.dir / "sshd_config"), "-E", str(n.dir / "sshd.log")], check=True)
-        procs.wait_for(lambda: self.sshd_running(n) and _port_open(n.addr, n.port), 10, f"sshd of {n.name}")
+        log = n.dir / "sshd.log"
+        start = log.stat().st_size if log.exists() else 0
+        r = subprocess.run([SBIN["sshd"], "-f", str(n.dir / "sshd_config"), "-E", str(log)],
+                           capture_output=True, text=True)
+        try:
+            if r.returncode != 0:
+                raise RuntimeError(f"sshd exited {r.returncode}")
+            procs.wait_for(lambda: self.sshd_running(n) and _port_open(n.addr, n.port), 10, f"sshd of {n.name}")
+        except RuntimeError as exc:  # say why: sshd wrote it in its log (e.g. "Address already in use")
+            raise RuntimeError(f"sshd of {n.name} on {n.addr}:{n.port} did not start: "
+                               f"{sshd_cause(log, start, r.stderr) or exc}") from None
 
     def start_dockerd(self, n: NodeDirs) -> None:
         if self.dockerd_running(n):
@@ -287,6 +313,33 @@ role = "{'head' if i == 0 else 'worker'}"
     def save_state(self, count: int) -> None:
         self.state_file.write_text(json.dumps({"nodes": count, "net": self.net, "first": self.first,
                                                "port": self.port}))
+
+
+def sshd_cause(log: Path, start: int, stderr: str = "") -> str:
+    """The line of sshd's log (written since ``start``) or stderr that says why it did not start."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(start)
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        text = ""
+    lines = [ln.strip() for ln in (text + "\n" + (stderr or "")).splitlines() if ln.strip()]
+    for key in ("already in use", "Cannot bind", "Bind to port", "fatal", "error", "Bad configuration"):
+        hit = next((ln for ln in lines if key.lower() in ln.lower()), None)
+        if hit:
+            return hit[:300]
+    return lines[-1][:300] if lines else ""
+
+
+def _port_free(addr: str, port: int) -> bool:
+    s = socket.socket()
+    try:  # no SO_REUSEADDR: a listener on 0.0.0.0:port must make this fail, as it makes sshd fail
+        s.bind((addr, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
 
 
 def _port_open(addr: str, port: int) -> bool:

@@ -27,6 +27,7 @@ def up(bed: Bed, count: int, scenario: str | None) -> int:
     if old and len(old) > count:
         count = len(old)  # never shrink a running bed silently
     bed.dir.mkdir(parents=True, exist_ok=True)
+    bed.choose_port(count)
     bed.save_state(count)
     nodes = bed.nodes(count)
     bed.ensure_client_keys()

@@ -11,6 +11,8 @@ import sys
 from typing import Callable
 
 from ..config import Config, load_config
+from ..logs.redact import redact
+from ..logs.sanitize import clean_text, safe
 from ..model import ActionEvent
 from .base import Action, ActionContext, ActionResult, cli_confirm
 
@@ -33,17 +35,36 @@ async def close_nodes(nodes) -> None:
 
 
 class _Printer:
-    def __init__(self, stream=sys.stderr) -> None:
+    """Progress on stderr.  ``transient``: for an action whose result lists every step itself
+    (doctor's table): one self-rewriting line on a terminal, cleared at the end, nothing when piped,
+    so no check is printed twice."""
+
+    def __init__(self, stream=sys.stderr, transient: bool = False) -> None:
         self.stream = stream
+        self.transient = transient
         self._last_progress = 0.0
+        self._dirty = False
+
+    def finish(self) -> None:
+        if self._dirty:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._dirty = False
 
     def __call__(self, ev: ActionEvent) -> None:
+        if self.transient:
+            if self.stream.isatty():
+                node = f"[{ev.node}] " if ev.node else ""
+                self.stream.write(f"\r   {ev.step}: {node}{safe(ev.message.replace(chr(10), ' '))[:100]}\x1b[K")
+                self.stream.flush()
+                self._dirty = True
+            return
         if ev.status == "started":
             return  # the outcome line follows
         if ev.status == "progress":
             # progress lines rewrite themselves on a terminal, and are thinned when piped
             if self.stream.isatty():
-                self.stream.write(f"\r   {ev.step}: {ev.message}\x1b[K")
+                self.stream.write(f"\r   {ev.step}: {safe(ev.message)}\x1b[K")
                 self.stream.flush()
                 return
             if ev.ts - self._last_progress < 2.0 and (ev.progress or 0) < 1.0 and not ev.message.startswith("Step "):
@@ -52,7 +73,7 @@ class _Printer:
         elif self.stream.isatty():
             self.stream.write("\r\x1b[K")
         node = f"[{ev.node}] " if ev.node else ""
-        msg = ev.message.replace("\n", " ")
+        msg = safe(ev.message.replace("\n", " "))  # messages quote node output: no escapes reach the terminal
         self.stream.write(f"{MARK.get(ev.status, '  ')} {node}{ev.step}: {msg}\n".rstrip() + "\n")
         self.stream.flush()
 
@@ -65,29 +86,34 @@ def print_result(result: ActionResult, as_json: bool, extra_text: Callable[[Acti
     if extra_text:
         text = extra_text(result)
         if text:
-            print(text)
+            print(clean_text(text))
     for f in (result.findings if show_findings else ()):
-        print(f"{f.severity.upper():8} {f.id}: {f.title}")
+        print(f"{f.severity.upper():8} {f.id}: {safe(f.title)}")
         for e in f.evidence[:4]:
-            print(f"         | {e}")
+            print(f"         | {redact(safe(e))}")
         if f.advice:
-            print(f"         fix: {f.advice}")
-    print(("OK  " if result.ok else "FAILED  ") + result.summary)
+            print(f"         fix: {safe(f.advice)}")
+    print(("OK  " if result.ok else "FAILED  ") + safe(result.summary))
 
 
-async def _run(config: Config, action: Action, args) -> ActionResult:
+async def _run(config: Config, action: Action, args, transient: bool = False) -> ActionResult:
     nodes = make_nodes(config)
-    ctx = ActionContext(config, nodes, emit=_Printer(), confirm=cli_confirm,
+    printer = _Printer(transient=transient)
+    ctx = ActionContext(config, nodes, emit=printer, confirm=cli_confirm,
                         read_only=bool(getattr(args, "read_only", False)), assume_yes=bool(getattr(args, "yes", False)))
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
-    try:
-        loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    except (NotImplementedError, RuntimeError):
-        pass
+    # SIGINT too, explicitly: a process started with SIGINT ignored (`trap "" INT`, nohup, some CI
+    # runners) gets no KeyboardInterrupt from Python, and Ctrl+C would do nothing
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, task.cancel)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
     try:
         return await action.run(ctx)
     finally:
+        printer.finish()
         for n in nodes.values():
             try:
                 await asyncio.wait_for(n.close(), 10)
@@ -96,11 +122,13 @@ async def _run(config: Config, action: Action, args) -> ActionResult:
 
 
 def run_action(args, make_action: Callable[[Config], Action],
-               extra_text: Callable[[ActionResult], str] | None = None, show_findings: bool = True) -> int:
+               extra_text: Callable[[ActionResult], str] | None = None, show_findings: bool = True,
+               transient_progress: bool = False) -> int:
+    """``transient_progress``: the result text repeats every step (see ``_Printer``)."""
     config = load_config(getattr(args, "config", None))
     action = make_action(config)
     try:
-        result = asyncio.run(_run(config, action, args))
+        result = asyncio.run(_run(config, action, args, transient_progress))
     except (KeyboardInterrupt, asyncio.CancelledError):
         print("sparktui: cancelled; cleaned up", file=sys.stderr)
         return 130

@@ -21,6 +21,7 @@ from .checks.fit import fit_results, parse_meminfo
 
 MAX_ALTERNATIVES = 6
 STEP_STATUS = {"ok": "ok", "skip": "ok", "warn": "warn", "fail": "failed"}
+CHECK_WORD = {"fail": "failed", "warn": "warned", "ok": "ok", "skip": "skipped"}
 
 
 def model_path_for(ctx: ActionContext, node_name: str) -> str:
@@ -42,6 +43,7 @@ class DoctorAction(Action):
     name = "doctor"
     title = "Doctor: preflight checks"
     mutating = False
+    raises_findings = True  # its findings come from checks, not logs: faces add them to the cluster's
 
     def __init__(self) -> None:
         self.results: list[CheckResult] = []
@@ -56,9 +58,20 @@ class DoctorAction(Action):
             self.results.extend(got)
             st = worst(got)
             rec.status = STEP_STATUS[st]
-            bad = [r for r in got if r.status in ("fail", "warn")]
-            rec.message = "; ".join(f"{r.node + ': ' if r.node else ''}{r.title}" for r in (bad or got))[:300]
+            per_check = len(got) > 1 or any(r.node for r in got)
+            if per_check:  # the checks get rows of their own (below): the step row counts them
+                counts = {st: sum(r.status == st for r in got) for st in ("fail", "warn", "ok", "skip")}
+                rec.message = ", ".join(f"{n} {CHECK_WORD[st]}" for st, n in counts.items() if n)
+            else:
+                rec.message = got[0].title[:300] if got else ""
             rec.data = {"checks": [r.to_json() for r in got]}
+        # one row per check and node, so a face shows which node said what
+        if per_check:
+            seen: set[tuple[str, str]] = set()
+            for i, r in enumerate(got):
+                key = r.check if (r.node, r.check) not in seen else f"{r.check}#{i}"
+                seen.add((r.node, r.check))
+                ctx.emit(step, STEP_STATUS[r.status], r.title, node=r.node, key=key)
         return got
 
     async def execute(self, ctx: ActionContext) -> ActionResult:

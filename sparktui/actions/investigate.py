@@ -14,7 +14,7 @@ import re
 import time
 from typing import Any
 
-from ..diagnosis.evidence import Evidence, NodeEvidence, Sample, Worker, write_bundle
+from ..diagnosis.evidence import BundleError, Evidence, NodeEvidence, Sample, Worker, write_bundle
 from ..diagnosis.facts import patterns
 from ..diagnosis.verdict import Verdict, decide
 from ..model import Finding
@@ -240,9 +240,13 @@ class Investigate(Action):
                                                    "workers": [{"pid": w.pid, "rank": w.rank, "alive": w.alive, "container": w.container}
                                                                for w in n.workers]} for n in ev.nodes}}
         if self.bundle:
-            async with ctx.step("bundle", self.bundle):
-                write_bundle(ev, self.bundle, verdict={**verdict.to_json(), "timings": timings})
-            data["bundle"] = self.bundle
+            async with ctx.step("bundle", self.bundle) as rec:
+                try:
+                    write_bundle(ev, self.bundle, verdict={**verdict.to_json(), "timings": timings})
+                    data["bundle"] = self.bundle
+                except BundleError as exc:  # e.g. a link planted in the folder: refused, the verdict stands
+                    rec.status, rec.message = "failed", str(exc)
+                    data["bundle_error"] = str(exc)
         return ActionResult(self.name, ok=not verdict.problem, summary=f"{verdict.title}: {verdict.next_action}",
                             findings=verdict_findings(verdict), data=data)
 

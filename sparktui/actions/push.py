@@ -49,6 +49,17 @@ done
 
 
 
+def push_progress(sent: int, size: int, seconds: float) -> str:
+    """``docker save`` writes a tar: layer headers and manifests make the stream a little larger
+    than the image size Docker reports, so that size is an estimate, never a total to pass."""
+    rate = f"{sent / MB / max(1e-6, seconds):,.0f} MB/s"
+    if not size:
+        return f"{sent / MB:,.0f} MB  {rate}"
+    if sent <= size:
+        return f"{sent / MB:,.0f} / ~{size / MB:,.0f} MB  {rate}"
+    return f"{sent / MB:,.0f} MB (image {size / MB:,.0f} MB + tar headers)  {rate}"
+
+
 class PushImageAction(_KeepsFindings):
     name = "push-image"
     title = "Copy the image node-to-node"
@@ -129,9 +140,8 @@ class PushImageAction(_KeepsFindings):
                     if m:
                         sent = int(m.group(1))
                         dt = max(1e-6, time.monotonic() - t0)
-                        ctx.emit(f"push {target}", "progress",
-                                 f"{sent / MB:,.0f} / {size / MB:,.0f} MB  {sent / MB / dt:,.0f} MB/s",
-                                 progress=min(1.0, sent / size) if size else None, node=target)
+                        ctx.emit(f"push {target}", "progress", push_progress(sent, size, dt),
+                                 progress=min(0.99, sent / size) if size else None, node=target)
                     elif line.startswith("SPARKTUI-EXIT "):
                         rc = int(line.split()[1])
                     elif line.strip() and "records in" not in line and "records out" not in line:

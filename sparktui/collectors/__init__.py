@@ -114,7 +114,8 @@ class NodeCollectors:
         iv = self.intervals
         self.docker = DockerWatch(self.node, self.node_name, emit, self.logs, iv.reconcile)
         self._tasks = [
-            asyncio.create_task(memory_loop(self.node, self.node_name, emit, iv.memory), name="memory"),
+            asyncio.create_task(memory_loop(self.node, self.node_name, emit, iv.memory, self.cfg.meminfo_path),
+                                name="memory"),
             asyncio.create_task(GpuLoop(self.node, self.node_name, emit, iv.gpu, iv.gpu_apps).run(), name="gpu"),
             asyncio.create_task(links_loop(self.node, self.node_name, emit, iv.links), name="links"),
             asyncio.create_task(self.docker.run(), name="docker"),

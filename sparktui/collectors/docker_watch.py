@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from ..logs.follow import LogCursor, LogFollower, get_within, in_thread, start_thread
 from ..model import ContainerChanged, ContainerInfo, ContainersSnapshot, ContainerState, DockerStatus
-from ..probes.containers import STATE_ACTIONS, from_event, from_inspect, removed
+from ..probes.containers import STATE_ACTIONS, from_event, from_inspect, is_own_probe, removed
 
 log = logging.getLogger(__name__)
 Emit = Callable[[object], None]
@@ -110,7 +110,7 @@ class DockerWatch:
 
     async def _reconcile(self) -> None:
         conts = await in_thread(self._client.containers.list, all=True)
-        infos = [from_inspect(c.attrs) for c in conts]
+        infos = [i for i in (from_inspect(c.attrs) for c in conts) if not is_own_probe(i)]
         current = {i.id: i for i in infos}
         for cid, old in self.known.items():
             if cid not in current and old.state is not ContainerState.REMOVED:
@@ -133,6 +133,8 @@ class DockerWatch:
                 self.emit(ContainerChanged(node=self.name, container=removed(old)))
             return
         brief = from_event(ev, action)
+        if is_own_probe(brief):  # the event's attributes carry the name and labels
+            return
         if action in ("start", "restart") and brief.name:
             # follow at once, before inspecting: a short-lived --rm container may be gone by then
             self.logs.complete.discard(cid)

@@ -22,11 +22,12 @@ log = logging.getLogger(__name__)
 Emit = Callable[[object], None]
 
 
-async def memory_loop(node, name: str, emit: Emit, interval: float) -> None:
+async def memory_loop(node, name: str, emit: Emit, interval: float, meminfo_path: str = MEMINFO) -> None:
+    """``meminfo_path``: the node's NodeConfig.meminfo_path, the one source doctor and validate read too."""
     psi_ok = True
     while True:
         try:
-            meminfo = (await node.read_file(MEMINFO)).decode("utf-8", "replace")
+            meminfo = (await node.read_file(meminfo_path)).decode("utf-8", "replace")
         except NodeUnreachable:
             raise
         except NodeError as exc:  # a slow read: try again next turn

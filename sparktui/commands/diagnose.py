@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import os
 import sys
 from typing import IO, Iterator
@@ -97,7 +96,11 @@ _COLOURS = {"error": "\x1b[1;31m", "warning": "\x1b[33m", "info": "\x1b[36m"}
 
 
 def render_text(dg, colour: bool) -> str:
-    from ..logs.sanitize import clean_line
+    from ..logs.redact import redact
+    from ..logs.sanitize import safe
+
+    def clean_line(text) -> str:  # file text and names are data: no escapes, no secrets
+        return redact(safe(text))
 
     def c(sev: str, s: str) -> str:
         return f"{_COLOURS.get(sev, '')}{s}\x1b[0m" if colour else s
@@ -112,28 +115,28 @@ def render_text(dg, colour: bool) -> str:
     )
     for f in fs:
         out.append("")
-        where = f"{f.source}:{f.line}" if f.line else f.source
-        out.append(c(f.severity, f"{f.severity.upper():7} {f.title}") + f"  [{f.id}]  {where}")
+        where = clean_line(f"{f.source}:{f.line}" if f.line else f.source)
+        out.append(c(f.severity, f"{f.severity.upper():7} {clean_line(f.title)}") + f"  [{f.id}]  {where}")
         for ev in f.evidence[:6]:
             out.append(f"    | {clean_line(ev)}")
-        out.append(f"    fix: {f.advice}")
+        out.append(f"    fix: {clean_line(f.advice)}")
     ms = dg.milestones()
     if ms:
         out.append("")
         out.append("milestones:")
         for m in ms:
-            out.append(f"    {m.source}:{m.line or '-'}  {m.text}")
+            out.append(f"    {clean_line(m.source)}:{m.line or '-'}  {clean_line(m.text)}")
     if summ["nccl"]:
         out.append("")
         out.append("NCCL ranks:")
         for r in summ["nccl"]:
             inits = ", ".join(f"{cm['comm_id'] or cm['comm']} {cm['init']}" for cm in r["comms"]) or "no comm"
-            out.append(f"    rank {r['rank'] if r['rank'] is not None else '?'} ({r['source']}): NCCL {r['version'] or '?'}, "
-                       f"{r['transport'] or 'transport ?'}, {inits}")
+            out.append(clean_line(f"    rank {r['rank'] if r['rank'] is not None else '?'} ({r['source']}): "
+                                  f"NCCL {r['version'] or '?'}, {r['transport'] or 'transport ?'}, {inits}"))
             if r["last_nccl_line"]:
                 out.append(f"        last NCCL line {r['last_nccl_line_no']}: {clean_line(r['last_nccl_line'])[:160]}")
     for b in summ["behind"]:
-        out.append(c("error", f"behind: rank {b['rank']} ({b['source']}): {b['reason']}"))
+        out.append(c("error", clean_line(f"behind: rank {b['rank']} ({b['source']}): {b['reason']}")))
     return "\n".join(out)
 
 
@@ -146,8 +149,11 @@ def run(args) -> int:
     has_error = any(f.severity == "error" for f in dg.findings)
     try:
         if getattr(args, "json", False):
-            json.dump(to_json(dg), sys.stdout, ensure_ascii=False)
-            sys.stdout.write("\n")
+            from ..logs.redact import redact_obj
+            from ..logs.sanitize import json_dumps
+
+            # controls only as JSON escapes (a raw U+009B is a CSI), secrets masked
+            sys.stdout.write(json_dumps(redact_obj(to_json(dg))) + "\n")
         else:
             print(render_text(dg, colour=sys.stdout.isatty()))
         sys.stdout.flush()

@@ -8,14 +8,18 @@ ICON = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
 
 
 def _table(result: ActionResult) -> str:
+    from ..logs.redact import redact
+    from ..logs.sanitize import safe
+
     lines = []
     for c in result.data.get("checks", []):
         node = f"[{c['node']}] " if c["node"] else ""
-        lines.append(f"{ICON[c['status']]}  {c['check']:<18} {node}{c['title']}")
+        # titles, evidence and fixes quote node output (names, versions, errors): one safe line each
+        lines.append(f"{ICON[c['status']]}  {c['check']:<18} {node}{safe(c['title'])}")
         if c["status"] in ("warn", "fail"):
-            lines += [f"      | {e}" for e in c["evidence"][:4]]
+            lines += [f"      | {redact(safe(e))}" for e in c["evidence"][:4]]
             if c["fix"]:
-                lines.append(f"      fix: {c['fix']}")
+                lines.append(f"      fix: {safe(c['fix'])}")
     return "\n".join(lines)
 
 
@@ -26,8 +30,8 @@ def run(args) -> int:
     def text(result: ActionResult) -> str:
         return _table(result)
 
-    # findings are already in the table: print only the table and the summary in text mode
+    # the table lists every check with its evidence and fix: findings and progress lines would say it again
     def make(_config):
         return DoctorAction()
 
-    return run_action(args, make, extra_text=text, show_findings=False)
+    return run_action(args, make, extra_text=text, show_findings=False, transient_progress=True)

@@ -8,7 +8,6 @@ engine, so the screen is the one the operator had at the end of the session.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import sys
 import time
@@ -55,38 +54,36 @@ def parse_stamp(token: str) -> float | None:
         return None
 
 
+REPLAY_LOG_TAIL = 64 << 20  # per log file: a replay shows the end of a session, memory stays bounded
+
+
 def load_session(path: Path) -> tuple[dict, list]:
-    """(meta, events) of a session directory."""
+    """(meta, events) of a session directory; ``ReplayError`` (one line) for a wrong kind or shape."""
+    from ..session_read import SessionError, open_session, read_events, read_logs, read_meta
+
     if not path.is_dir():
         raise ReplayError(f"{path}: not a session directory")
     try:
-        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ReplayError(f"{path / 'meta.json'}: unreadable ({exc})") from None
-    events: list = []
-    ev_file = path / "events.jsonl"
-    if ev_file.exists():
-        for line in ev_file.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                ev = from_jsonable(json.loads(line))
-            except (json.JSONDecodeError, TypeError):
-                continue  # a torn last line after a crash
-            if not isinstance(ev, dict):
-                events.append(ev)
-    logs = path / "logs"
-    if logs.is_dir():
-        for node_dir in sorted(p for p in logs.iterdir() if p.is_dir()):
-            for f in sorted(node_dir.glob("*.log")):
-                lines = []
-                raw = f.read_bytes().decode("utf-8", "replace").split("\n")
-                if raw and raw[-1] == "":
-                    raw.pop()
-                for i, text in enumerate(raw, 1):
-                    head, _, rest = text.partition(" ")
-                    ts = parse_stamp(head)
-                    lines.append(model.LogLine(node_dir.name, f.stem, rest if ts is not None else text,
-                                               ts=ts, seq=i, raw_ts=head if ts is not None else None))
-                events.append(model.LogBatch(node_dir.name, f.stem, tuple(lines), ts=(lines[0].ts or 0.0) if lines else 0.0))
+        with open_session(path) as sd:
+            # checked against the model's annotations, links inside not followed (session_read.py)
+            meta = read_meta(sd, required=True)
+            raw_events = read_events(sd)
+            logs = read_logs(sd, tail_bytes=REPLAY_LOG_TAIL)
+    except SessionError as exc:
+        raise ReplayError(str(exc)) from None
+    events: list = [from_jsonable(e) for e in raw_events]
+    for f in logs:
+        lines = []
+        raw = f.text.split("\n")
+        if raw and raw[-1] == "":
+            raw.pop()
+        first = f.lines - len(raw) + 1 if f.truncated else 1  # line numbers stay those of the whole file
+        for i, text in enumerate(raw, first):
+            head, _, rest = text.partition(" ")
+            ts = parse_stamp(head)
+            lines.append(model.LogLine(f.node, f.stem, rest if ts is not None else text,
+                                       ts=ts, seq=i, raw_ts=head if ts is not None else None))
+        events.append(model.LogBatch(f.node, f.stem, tuple(lines), ts=(lines[0].ts or 0.0) if lines else 0.0))
     return meta, events
 
 

@@ -7,16 +7,17 @@ so it can be written after the cluster is gone.  Secrets were redacted when reco
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 
-from ..session import Session, latest_session, sessions_dir
+from ..session import latest_session, sessions_dir
+from ..session_read import SessionError, open_session, read_events, read_logs, read_meta
 
 TAIL_LINES = 15
+LOG_TAIL_BYTES = 1 << 20  # the last 15 lines are in the last MiB of any sane log
 
 
 def _resolve(arg: str | None) -> Path | None:
@@ -40,19 +41,27 @@ def _fence(lines: list[str]) -> list[str]:
     return [fence, *lines, fence]
 
 
+def _own_probe(source: str) -> bool:
+    """A doctor probe container (``node/sparktui-probe-…``): sparktui's own, not the cluster's."""
+    from ..probes.containers import PROBE_PREFIX
+
+    return source.rsplit("/", 1)[-1].startswith(PROBE_PREFIX)
+
+
 def build_report(path: Path) -> str:
-    session = Session.open(path)
-    meta = {}
-    try:
-        meta = json.loads((path / "meta.json").read_text())
-    except (OSError, ValueError):
-        pass
-    events = session.read_events()
+    """The report; ``SessionError`` (one line) for a session file of the wrong kind or shape."""
+    with open_session(path) as sd:
+        # read and checked up front (session_read.py): links are not followed, shapes are validated
+        meta = read_meta(sd, required=False)
+        events = read_events(sd)
+        logs = read_logs(sd, tail_bytes=LOG_TAIL_BYTES)
     findings = [e["finding"] for e in events if e.get("type") == "FindingRaised"]
     actions = [e for e in events if e.get("type") == "ActionEvent"]
     notes = [e for e in events if e.get("type") == "Note"]
     reach = [e for e in events if e.get("type") == "NodeReachability"]
-    milestones = [e["milestone"] for e in events if e.get("type") == "MilestoneReached"]
+    # sessions recorded before doctor's probes were kept out of the panes still hold theirs
+    milestones = [e["milestone"] for e in events if e.get("type") == "MilestoneReached"
+                  and not _own_probe(e["milestone"].get("source") or "")]
 
     out: list[str] = [f"# Incident report: {path.name}", ""]
     out.append(f"- started: {_when(meta.get('started'))}")
@@ -109,17 +118,13 @@ def build_report(path: Path) -> str:
     out.append("")
 
     out += ["## Last log lines", ""]
-    logs_dir = path / "logs"
-    files = sorted(logs_dir.glob("*/*.log")) if logs_dir.is_dir() else []
-    if not files:
+    if not logs:
         out += ["No logs recorded.", ""]
-    for f in files:
-        try:
-            data = f.read_bytes()
-        except OSError:
+    for f in logs:
+        if _own_probe(f.stem):
             continue
-        lines = data.decode("utf-8", "replace").splitlines()
-        out.append(f"### {f.parent.name}/{f.stem} ({len(lines)} lines, `{f}`)")
+        lines = f.text.splitlines()
+        out.append(f"### {f.node}/{f.stem} ({f.lines} lines, `{f.path}`)")
         out += ["", *_fence(lines[-TAIL_LINES:]), ""]
     return "\n".join(out).rstrip() + "\n"
 
@@ -130,5 +135,17 @@ def run(args) -> int:
         what = getattr(args, "session", None) or "no sessions recorded yet"
         print(f"sparktui: report: session not found: {what} (sessions live in {sessions_dir()})", file=sys.stderr)
         return 2
-    sys.stdout.write(build_report(path))
+    from ..logs.redact import redact
+    from ..logs.sanitize import clean_text
+
+    # the session's text is data (a line recorded before redaction or escape handling existed,
+    # a hand-edited file): the printed report holds no escapes and no secrets whatever it read
+    try:
+        text = build_report(path)
+    except SessionError as exc:
+        from ..logs.sanitize import safe
+
+        print(f"sparktui: report: {safe(exc)}", file=sys.stderr)
+        return 2
+    sys.stdout.write(redact(clean_text(text)))
     return 0

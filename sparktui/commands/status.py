@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from ..config import Config, ConfigError, NodeConfig, load_config
+from ..logs.sanitize import safe  # every name, message and label printed came from a node
 
 
 def _check_keys(config: Config) -> None:
@@ -57,7 +58,7 @@ async def _snapshot(cfg: NodeConfig, timeout: float) -> dict[str, Any]:
             out["error"] = str(exc) or f"no answer within {timeout:.0f} s"
             return out
         out["reachable"] = True
-        parts = await asyncio.gather(_memory(node), _gpu(node, cfg.name), _containers(node),
+        parts = await asyncio.gather(_memory(node, cfg.meminfo_path), _gpu(node, cfg.name), _containers(node),
                                      return_exceptions=True)
         for key, val in zip(("memory", "gpu", "containers"), parts):
             if isinstance(val, BaseException):
@@ -72,11 +73,11 @@ async def _snapshot(cfg: NodeConfig, timeout: float) -> dict[str, Any]:
     return out
 
 
-async def _memory(node) -> dict:
+async def _memory(node, meminfo_path: str) -> dict:
     from ..nodes.base import NodeError
-    from ..probes.memory import MEMINFO, PSI_MEMORY, memory_info
+    from ..probes.memory import PSI_MEMORY, memory_info
 
-    meminfo = (await node.read_file(MEMINFO)).decode("utf-8", "replace")
+    meminfo = (await node.read_file(meminfo_path)).decode("utf-8", "replace")
     try:
         psi = (await node.read_file(PSI_MEMORY)).decode("utf-8", "replace")
     except NodeError:
@@ -96,13 +97,15 @@ async def _gpu(node, name: str) -> dict:
 
 
 async def _containers(node) -> list[dict]:
-    from ..probes.containers import from_inspect
+    from ..probes.containers import from_inspect, is_own_probe
 
     client = await node.docker()
     conts = await asyncio.to_thread(client.containers.list, all=True)
     out = []
     for c in conts:
         i = from_inspect(c.attrs)
+        if is_own_probe(i):  # a doctor probe of this moment: sparktui's own, not the cluster's
+            continue
         out.append({"name": i.name, "id": i.short_id, "image": i.image, "state": i.state.value,
                     "health": i.health, "status": i.status, "exit_code": i.exit_code})
     return sorted(out, key=lambda c: c["name"])
@@ -143,16 +146,16 @@ async def _cluster(config: Config, timeout: float) -> dict[str, Any]:
 
 
 def _cluster_text(cl: dict) -> str:
-    lines = [f"cluster {cl['name']}: {cl['state']}"]
+    lines = [f"cluster {safe(cl['name'])}: {cl['state']}"]
     for x in cl.get("containers", []):
-        lines.append(f"  {x['node']:<10} {x['name']:<20} rank {x['rank']}  {x['status']}")
+        lines.append(f"  {safe(x['node']):<10} {safe(x['name']):<20} rank {x['rank']}  {safe(x['status'])}")
     s = cl.get("serve", {})
     if s.get("answering"):
-        lines.append(f"  serving  {s.get('url')}  models {s.get('models')}  vLLM {s.get('version') or '?'}")
+        lines.append(f"  serving  {safe(s.get('url'))}  models {safe(s.get('models'))}  vLLM {safe(s.get('version') or '?')}")
     elif cl["state"] in ("running", "half"):
-        lines.append(f"  serving  {s.get('host')}:{s.get('port')} not answering: {s.get('error', '?')}")
+        lines.append(f"  serving  {s.get('host')}:{s.get('port')} not answering: {safe(s.get('error', '?'))}")
     for f in cl.get("findings", []):
-        lines.append(f"  {f['severity'].upper():8} {f['id']}: {f['title']}")
+        lines.append(f"  {f['severity'].upper():8} {f['id']}: {safe(f['title'])}")
     return "\n".join(lines)
 
 
@@ -165,7 +168,7 @@ def _text(nodes: list[dict]) -> str:
     for n in nodes:
         head = f"{n['name']} ({n['backend']} {n['host']})"
         if not n["reachable"]:
-            lines.append(f"{head}: UNREACHABLE: {n['error']}")
+            lines.append(f"{head}: UNREACHABLE: {safe(n['error'])}")
             continue
         lines.append(f"{head}: reachable")
         m = n["memory"]
@@ -177,21 +180,21 @@ def _text(nodes: list[dict]) -> str:
         if not g.get("available", True):
             lines.append("  gpu      none (no nvidia-smi)")
         elif g.get("error"):
-            lines.append(f"  gpu      error: {g['error']}")
+            lines.append(f"  gpu      error: {safe(g['error'])}")
         for gpu in g.get("gpus", []):
             mem = ("unified (see memory)" if gpu["mem_total_bytes"] is None
                    else f"{_gib(gpu['mem_used_bytes'])} / {_gib(gpu['mem_total_bytes'])}")
             util = "?" if gpu["util_percent"] is None else f"{gpu['util_percent']:.0f}%"
-            lines.append(f"  gpu {gpu['index']}    {gpu['name']}  util {util}  mem {mem}")
+            lines.append(f"  gpu {safe(gpu['index'])}    {safe(gpu['name'])}  util {util}  mem {mem}")
             for p in gpu["processes"]:
-                lines.append(f"           pid {p['pid']} {p['name']}  {_gib(p['used_memory_bytes'])}")
+                lines.append(f"           pid {safe(p['pid'])} {safe(p['name'])}  {_gib(p['used_memory_bytes'])}")
         if n["docker_error"]:
-            lines.append(f"  docker   unreachable: {n['docker_error']}")
+            lines.append(f"  docker   unreachable: {safe(n['docker_error'])}")
         elif not n["containers"]:
             lines.append("  containers: none")
         for c in n["containers"]:
-            extra = f" health={c['health']}" if c["health"] else ""
-            lines.append(f"  {c['name']:<24} {c['image']:<28} {c['status']}{extra}")
+            extra = f" health={safe(c['health'])}" if c["health"] else ""
+            lines.append(f"  {safe(c['name']):<24} {safe(c['image']):<28} {safe(c['status'])}{extra}")
     return "\n".join(lines)
 
 
@@ -207,11 +210,12 @@ def run(args) -> int:
     nodes, cluster = asyncio.run(all_nodes())
     ok = all(n["reachable"] for n in nodes)
     if getattr(args, "json", False):
+        # ensure_ascii (json's default): every control character leaves as a \u escape
         print(json.dumps({"config": config.path, "ok": ok, "nodes": nodes, "cluster": cluster}, indent=2, default=str))
     else:
         print(_text(nodes))
         print(_cluster_text(cluster))
     for n in nodes:
         if n["host_key"]:
-            print(f"sparktui: {n['error']}", file=sys.stderr)
+            print(f"sparktui: {safe(n['error'])}", file=sys.stderr)
     return 0 if ok else 1

@@ -23,6 +23,7 @@ from ..model import (
     Milestone,
     MilestoneReached,
 )
+from ..probes.containers import is_own_probe
 from .catalogue import Catalogue, default_catalogue
 from .classifier import SourceScanner
 from .milestones import Rules
@@ -72,7 +73,7 @@ class Diagnoser:
                                          event.seq or None))
         if isinstance(event, ContainerChanged):
             c = event.container
-            if c.state == ContainerState.RUNNING:
+            if c.state == ContainerState.RUNNING and not is_own_probe(c):  # a doctor probe is no startup
                 sc = self.scanner(f"{event.node}/{c.name}", event.node)
                 ms = sc.milestones.note("container_started", c.image, {"image": c.image}, None)
                 return _wrap([ms] if ms else [])

@@ -30,6 +30,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..logs.safe_files import SafeDir, UnsafeFile, describe
+from . import flight_recorder, shapes
+from .shapes import MAX_JSON_BYTES
+
 BUNDLE_VERSION = 1
 
 
@@ -97,6 +101,7 @@ class Evidence:
     source: str = "live"  # live / offline / sim
     fabric_ips: dict[str, str] = field(default_factory=dict)  # node -> configured fabric IP
     expected_hcas: dict[str, list[str]] = field(default_factory=dict)
+    read_notes: list[str] = field(default_factory=list)  # what reading a bundle cut short or dropped
 
     def node(self, name: str) -> NodeEvidence:
         for n in self.nodes:
@@ -117,57 +122,66 @@ def _key_file(key: str) -> str:
 
 
 def write_bundle(ev: Evidence, path: str | os.PathLike, verdict: dict | None = None) -> Path:
+    """Write the bundle into ``path`` (created if missing; a symlink the user named is followed).
+    Entries already inside it are replaced, never written through: a link planted as
+    ``DIR/meta.json`` or ``DIR/<node>`` does not redirect the write (``BundleError`` for a node
+    folder that is not a real folder)."""
     root = Path(path)
     root.mkdir(parents=True, exist_ok=True)
     meta = {"sparktui_bundle": BUNDLE_VERSION, "nodes": [n.node for n in ev.nodes], "started": ev.started,
             "finished": ev.finished, "interval": ev.interval, "source": ev.source,
             "fabric_ips": ev.fabric_ips, "expected_hcas": ev.expected_hcas}
-    (root / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-    for n in ev.nodes:
-        d = root / _safe(n.node)
-        d.mkdir(exist_ok=True)
-        info = {"node": n.node, "reachable": n.reachable, "error": n.error, "hostname": n.hostname,
-                "workers": [asdict(w) for w in n.workers], "containers": n.containers, "fabric": n.fabric,
-                "dmesg": n.dmesg, "notes": n.notes, "log_growth": n.log_growth,
-                "samples": {"ras": [[s.t, s.key] for s in n.ras], "gpu": [s.t for s in n.gpu]}}
-        (d / "node.json").write_text(json.dumps(info, indent=2) + "\n")
-        for s in n.ras:
-            ext = "json" if s.key == "json" else "txt"
-            (d / f"ev.t{int(s.t):02d}.ras.{ext}").write_text(s.text)
-        for s in n.gpu:
-            (d / f"ev.t{int(s.t):02d}.gpu.csv").write_text(s.text)
-        for s in n.threads:
-            (d / f"ev.t{int(s.t):02d}.threads.txt").write_text(s.text)
-        for s in n.pyspy:
-            ext = "json" if s.text.lstrip().startswith(("[", "{")) else "txt"
-            (d / f"ev.t{int(s.t):02d}.pyspy.{_key_file(s.key)}.{ext}").write_text(s.text)
-        for key, lines in n.logs.items():
-            name = _key_file(key) if key.startswith(("rank ", "pid ")) else _safe(key.removesuffix(".log"))
-            (d / f"ev.{name}.log").write_text("\n".join(lines) + ("\n" if lines else ""))
-        for key, blob in n.fr_traces.items():
-            (d / f"ev.fr_trace_{key.split()[-1]}").write_bytes(blob)
-    if verdict is not None:
-        (root / "verdict.json").write_text(json.dumps(verdict, indent=2) + "\n")
+    try:
+        with SafeDir(root) as top:
+            top.write("meta.json", json.dumps(meta, indent=2) + "\n")
+            for n in ev.nodes:
+                with top.mkdir(_safe(n.node)) as d:
+                    _write_node(d, n)
+            if verdict is not None:
+                top.write("verdict.json", json.dumps(verdict, indent=2) + "\n")
+    except UnsafeFile as exc:
+        raise BundleError(str(exc)) from None
     return root
+
+
+def _write_node(d: SafeDir, n: NodeEvidence) -> None:
+    info = {"node": n.node, "reachable": n.reachable, "error": n.error, "hostname": n.hostname,
+            "workers": [asdict(w) for w in n.workers], "containers": n.containers, "fabric": n.fabric,
+            "dmesg": n.dmesg, "notes": n.notes, "log_growth": n.log_growth,
+            "samples": {"ras": [[s.t, s.key] for s in n.ras], "gpu": [s.t for s in n.gpu]}}
+    d.write("node.json", json.dumps(info, indent=2) + "\n")
+    for s in n.ras:
+        ext = "json" if s.key == "json" else "txt"
+        d.write(f"ev.t{int(s.t):02d}.ras.{ext}", s.text)
+    for s in n.gpu:
+        d.write(f"ev.t{int(s.t):02d}.gpu.csv", s.text)
+    for s in n.threads:
+        d.write(f"ev.t{int(s.t):02d}.threads.txt", s.text)
+    for s in n.pyspy:
+        ext = "json" if s.text.lstrip().startswith(("[", "{")) else "txt"
+        d.write(f"ev.t{int(s.t):02d}.pyspy.{_safe(_key_file(s.key))}.{ext}", s.text)
+    for key, lines in n.logs.items():
+        name = _key_file(key) if key.startswith(("rank ", "pid ")) else _safe(key.removesuffix(".log"))
+        d.write(f"ev.{_safe(name)}.log", "\n".join(lines) + ("\n" if lines else ""))
+    for key, blob in n.fr_traces.items():
+        d.write(f"ev.fr_trace_{_safe(key.split()[-1])}", blob)
 
 
 # --------------------------------------------------------------------------- reading
 
 
 class BundleError(Exception):
-    """The folder is neither a bundle nor a capture folder (one line, for the CLI)."""
+    """The folder is neither a bundle nor a capture folder, or holds a file of the wrong kind or
+    shape (one line, for the CLI)."""
 
 
 _T = re.compile(r"\.t(\d+)\.")
 _RANK = re.compile(r"\.(rank|pid)(\d+)\.")
 _KEYED = re.compile(r"^(rank|pid)(\d+)$")
-
-
-def _read_text(p: Path) -> str:
-    return p.read_bytes().decode("utf-8", "replace")
-
+_FR = re.compile(r"(?:^|\.)fr_trace_(\d+)$")
 
 HEAD_LINES, TAIL_LINES = 200, 400
+MAX_READ_BYTES = 256 << 20  # everything one read takes in: a real bundle is a few MB
 
 
 def head_tail(lines: list[str], head: int = HEAD_LINES, tail: int = TAIL_LINES) -> list[str]:
@@ -177,48 +191,91 @@ def head_tail(lines: list[str], head: int = HEAD_LINES, tail: int = TAIL_LINES) 
     return lines[:head] + [f"### ... {len(lines) - head - tail} lines skipped ..."] + lines[-tail:]
 
 
-def _read_node_dir(d: Path, prefix: str, node: str, info: dict | None = None) -> NodeEvidence:
+class _Reader:
+    """One read of a bundle or capture folder: the byte budget, and the notes on what was cut or dropped."""
+
+    def __init__(self) -> None:
+        self.used = 0
+        self.notes: list[str] = []
+
+    def _take(self, n: int, where: str) -> None:
+        self.used += n
+        if self.used > MAX_READ_BYTES:
+            raise BundleError(f"{where}: the folder holds more than {MAX_READ_BYTES >> 20} MiB to read; "
+                              "not a bundle sparktui wrote")
+
+    def text(self, d: SafeDir, name: str) -> str:
+        t = d.read_text(name, limit=MAX_JSON_BYTES)
+        self._take(len(t), d.join(name))
+        return t
+
+    def json(self, d: SafeDir, name: str):
+        return shapes.loads(self.text(d, name), d.join(name))
+
+    def log(self, d: SafeDir, name: str) -> str:
+        r = d.read_log(name)
+        self._take(len(r.text), d.join(name))
+        if r.truncated:
+            self.notes.append(f"{d.join(name)}: {r.note}")
+        return r.text
+
+    def blob(self, d: SafeDir, name: str) -> bytes:
+        b = d.read_bytes(name, limit=flight_recorder.MAX_DUMP_BYTES)
+        self._take(len(b), d.join(name))
+        return b
+
+
+def _is_capture_file(name: str) -> bool:
+    return "." in name and not name.endswith(".md") and any(
+        tok in name for tok in (".rank", ".ras.", ".pyspy", ".gpu.csv", ".threads.txt", ".fr_trace_"))
+
+
+def _read_node_dir(rd: _Reader, d: SafeDir, prefix: str, node: str, info: dict | None = None) -> NodeEvidence:
     n = NodeEvidence(node=node)
     if info:
-        n.reachable = bool(info.get("reachable", True))
-        n.error = info.get("error", "")
-        n.hostname = info.get("hostname", "")
-        n.workers = [Worker(**w) for w in info.get("workers", [])]
-        n.containers = info.get("containers", {})
-        n.fabric = info.get("fabric", [])
-        n.dmesg = info.get("dmesg", [])
-        n.notes = info.get("notes", [])
-        n.log_growth = info.get("log_growth", {})
+        n.reachable, n.error, n.hostname = info["reachable"], info["error"], info["hostname"]
+        n.workers = [Worker(**w) for w in info["workers"]]
+        n.containers, n.fabric, n.dmesg = info["containers"], info["fabric"], info["dmesg"]
+        n.notes, n.log_growth = info["notes"], info["log_growth"]
     pre = prefix + "."
-    for p in sorted(d.iterdir()):
-        name = p.name
-        if not name.startswith(pre) or not p.is_file():
+    for name, kind in sorted(d.entries().items()):
+        if not name.startswith(pre):
             continue
         rest = name[len(pre):]
+        if kind != "file":
+            if prefix == "ev" or _is_capture_file(name):
+                # a link, FIFO or folder named like evidence is planted, not written by a capture
+                raise BundleError(f"{d.join(name)}: {describe(kind)}; bundle entries are read only as regular files")
+            continue
         tm = _T.search("." + rest)
         t = float(tm.group(1)) if tm else 0.0
         rk = _RANK.search("." + rest)
         key = f"{rk.group(1)} {rk.group(2)}" if rk else ""
         if rest.endswith((".ras.json", ".ras.txt")):
-            n.ras.append(Sample(t, _read_text(p), "json" if rest.endswith(".json") else "text"))
+            n.ras.append(Sample(t, rd.text(d, name), "json" if rest.endswith(".json") else "text"))
         elif rest.endswith(".gpu.csv"):
-            n.gpu.append(Sample(t, _read_text(p)))
+            n.gpu.append(Sample(t, rd.text(d, name)))
         elif rest.endswith(".threads.txt"):
-            n.threads.append(Sample(t, _read_text(p)))
+            n.threads.append(Sample(t, rd.text(d, name)))
         elif ("pyspy" in rest.split(".")[:3] or "pyspy-native" in rest) and rest.endswith((".json", ".txt")):
             # the native text dump duplicates the plain one; keep it only when nothing else exists
             if "pyspy-native" in rest and any(s.key == key and s.t == t for s in n.pyspy):
                 continue
+            text = rd.text(d, name)
+            if rest.endswith(".json"):
+                shapes.pyspy_json(text, d.join(name))
             if "pyspy-native" not in rest:
                 n.pyspy = [s for s in n.pyspy if not (s.key == key and s.t == t)]
-            n.pyspy.append(Sample(t, _read_text(p), key))
-        elif rest.startswith("fr_trace_") or ".fr_trace_" in rest:
-            n.fr_traces[f"rank {rest.rsplit('_', 1)[-1]}"] = p.read_bytes()
+            n.pyspy.append(Sample(t, text, key))
+        elif fm := _FR.search(rest):
+            blob = rd.blob(d, name)
+            rd.notes += flight_recorder.read(blob, d.join(name)).notes
+            n.fr_traces[f"rank {int(fm.group(1))}"] = blob
         elif rest.endswith(".log"):
             stem = rest[:-4]
             km = _KEYED.match(stem)
             lkey = f"{km.group(1)} {km.group(2)}" if km else stem
-            n.logs[lkey] = head_tail(_read_text(p).splitlines())
+            n.logs[lkey] = head_tail(rd.log(d, name).splitlines())
     n.ras.sort(key=lambda s: (s.t, s.key))
     n.gpu.sort(key=lambda s: s.t)
     n.threads.sort(key=lambda s: s.t)
@@ -226,56 +283,85 @@ def _read_node_dir(d: Path, prefix: str, node: str, info: dict | None = None) ->
     return n
 
 
+def _prefixes(entries: dict[str, str]) -> list[str]:
+    return sorted({name.split(".", 1)[0] for name in entries if _is_capture_file(name)})
+
+
 def capture_prefixes(d: Path) -> list[str]:
     """The scenario prefixes of a capture folder (``desync_ras`` from ``desync_ras.t20.ras.json``)."""
-    out: set[str] = set()
-    for p in d.iterdir():
-        if p.is_file() and "." in p.name and not p.name.endswith(".md"):
-            first = p.name.split(".", 1)[0]
-            if any(tok in p.name for tok in (".rank", ".ras.", ".pyspy", ".gpu.csv", ".threads.txt", ".fr_trace_")):
-                out.add(first)
-    return sorted(out)
+    with SafeDir(d) as sd:
+        return _prefixes(sd.entries())
 
 
 def read_bundle(path: str | os.PathLike) -> list[tuple[str, Evidence]]:
-    """A sparktui bundle, a capture folder (every prefix), or ``folder/prefix`` (one prefix)."""
+    """A sparktui bundle, a capture folder (every prefix), or ``folder/prefix`` (one prefix).
+
+    The folder named is followed if it is a link; nothing inside it is (see logs/safe_files.py).
+    Every wrong kind of entry, size or shape is a ``BundleError``; cut logs and dropped Flight
+    Recorder fields are listed in ``Evidence.read_notes``."""
     p = Path(path)
-    if p.is_dir() and (p / "meta.json").is_file():
-        try:
-            meta = json.loads((p / "meta.json").read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise BundleError(f"{p / 'meta.json'}: unreadable ({exc})") from None
-        if meta.get("sparktui_bundle") != BUNDLE_VERSION:
-            raise BundleError(f"{p}: meta.json is not a sparktui bundle (version {meta.get('sparktui_bundle')!r})")
-        nodes = []
-        for name in meta.get("nodes", []):
-            d = p / _safe(name)
-            info = None
-            if (d / "node.json").is_file():
-                info = json.loads((d / "node.json").read_text())
-            nodes.append(_read_node_dir(d, "ev", name, info) if d.is_dir() else NodeEvidence(node=name, reachable=False,
-                                                                                             error="missing from bundle"))
-        ev = Evidence(nodes=nodes, started=meta.get("started") or 0.0, finished=meta.get("finished"),
-                      interval=meta.get("interval", 25.0), source="offline", fabric_ips=meta.get("fabric_ips", {}),
-                      expected_hcas=meta.get("expected_hcas", {}))
-        return [(p.name, ev)]
-    if p.is_dir():
-        prefixes = capture_prefixes(p)
-        if not prefixes:
-            raise BundleError(f"{p}: no bundle (meta.json) and no capture files (*.rankN.log, *.ras.json, ...)")
-        return [(pre, _capture(p, pre)) for pre in prefixes]
-    if p.parent.is_dir() and p.name in capture_prefixes(p.parent):
-        return [(p.name, _capture(p.parent, p.name))]
+    rd = _Reader()
+    try:
+        if p.is_dir():
+            with SafeDir(p) as top:
+                entries = top.entries()
+                if "meta.json" in entries:
+                    return [(p.name, _bundle(rd, top, entries))]
+                prefixes = _prefixes(entries)
+                if not prefixes:
+                    raise BundleError(f"{p}: no bundle (meta.json) and no capture files (*.rankN.log, *.ras.json, ...)")
+                return [(pre, _capture(rd, top, pre)) for pre in prefixes]
+        if p.parent.is_dir():
+            with SafeDir(p.parent) as top:
+                if p.name in _prefixes(top.entries()):
+                    return [(p.name, _capture(rd, top, p.name))]
+    except UnsafeFile as exc:
+        raise BundleError(str(exc)) from None
+    except (shapes.ShapeError, flight_recorder.FlightRecorderError) as exc:
+        raise BundleError(str(exc)) from None
+    except OSError as exc:  # a folder we may not list
+        raise BundleError(f"{exc.filename or p}: {exc.strerror or exc}") from None
     if not p.exists():
         raise BundleError(f"{p}: no such folder")
     raise BundleError(f"{p}: not a folder")
 
 
-def _capture(d: Path, prefix: str) -> Evidence:
-    node = _read_node_dir(d, prefix, "local")
+def _bundle(rd: _Reader, top: SafeDir, entries: dict[str, str]) -> Evidence:
+    if entries["meta.json"] != "file":
+        raise BundleError(f"{top.join('meta.json')}: {describe(entries['meta.json'])}; "
+                          "bundle entries are read only as regular files")
+    raw = shapes.obj(rd.json(top, "meta.json"), top.join("meta.json"))
+    if raw.get("sparktui_bundle") != BUNDLE_VERSION:
+        got = raw.get("sparktui_bundle")
+        got = repr(got) if isinstance(got, int) else shapes.what(got)
+        raise BundleError(f"{top.join('meta.json')}: not a sparktui bundle "
+                          f"(version {got}, this sparktui reads {BUNDLE_VERSION})")
+    meta = shapes.meta(raw, top.join("meta.json"))
+    nodes = []
+    for name in meta["nodes"]:
+        sub = _safe(name)
+        kind = top.lkind(sub)
+        if kind is None:
+            nodes.append(NodeEvidence(node=name, reachable=False, error="missing from bundle"))
+            continue
+        if kind != "dir":
+            raise BundleError(f"{top.join(sub)}: {describe(kind)}; a node's evidence is read only from a real folder")
+        with top.sub(sub) as d:
+            info = None
+            if d.lkind("node.json") is not None:
+                info = shapes.node_info(rd.json(d, "node.json"), d.join("node.json"))
+            nodes.append(_read_node_dir(rd, d, "ev", name, info))
+    return Evidence(nodes=nodes, started=meta["started"], finished=meta["finished"], interval=meta["interval"],
+                    source="offline", fabric_ips=meta["fabric_ips"], expected_hcas=meta["expected_hcas"],
+                    read_notes=rd.notes)
+
+
+def _capture(rd: _Reader, d: SafeDir, prefix: str) -> Evidence:
+    before = len(rd.notes)
+    node = _read_node_dir(rd, d, prefix, "local")
     # a capture folder has no node.json: ranks come from the files themselves
     ranks = sorted({int(k.split()[1]) for k in list(node.logs) + [s.key for s in node.pyspy] if k.startswith("rank ")})
     node.workers = [Worker(pid=0, rank=r, alive=None) for r in ranks]
     times = sorted({s.t for s in node.ras} | {s.t for s in node.pyspy})
     interval = (times[-1] - times[0]) if len(times) > 1 else 0.0
-    return Evidence(nodes=[node], started=0.0, interval=interval, source="offline")
+    return Evidence(nodes=[node], started=0.0, interval=interval, source="offline", read_notes=rd.notes[before:])

@@ -6,14 +6,13 @@ each round, its GPU's utilisation/power, its threads; each node gets its RAS pol
 
 from __future__ import annotations
 
-import io
-import pickle
 import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
+from . import flight_recorder
 from . import pyspy as pyspy_mod
 from . import ras as ras_mod
 from .evidence import Evidence, NodeEvidence
@@ -149,26 +148,13 @@ def _attribute(key: str, lines: list[str], node: NodeEvidence) -> tuple[int | No
 
 
 def _fr_status(blob: bytes) -> tuple[tuple[int, int] | None, str]:
-    class _NoClasses(pickle.Unpickler):
-        # Flight Recorder dumps are plain containers; refusing classes keeps a hostile bundle inert
-        def find_class(self, module, name):  # noqa: D401
-            raise pickle.UnpicklingError(f"refused {module}.{name}")
-
+    # the bundle reader already refused undecodable dumps and noted dropped fields; here a bad
+    # dump (Evidence built by other code) just contributes nothing
     try:
-        data = _NoClasses(io.BytesIO(blob)).load()
-    except Exception:
+        d = flight_recorder.read(blob)
+    except flight_recorder.FlightRecorderError:
         return None, ""
-    if not isinstance(data, dict):
-        return None, ""
-    st = next(iter((data.get("pg_status") or {}).values()), None)
-    pending = ""
-    for e in data.get("entries") or []:
-        if isinstance(e, dict) and e.get("state") != "completed":
-            pending = f"{e.get('profiling_name', '?')} #{e.get('collective_seq_id', '?')} ({e.get('state')})"
-            break
-    if isinstance(st, dict):
-        return (int(st.get("last_enqueued_collective", -1)), int(st.get("last_completed_collective", -1))), pending
-    return None, pending
+    return d.status, d.pending
 
 
 def rank_facts(ev: Evidence) -> list[RankFacts]:
@@ -202,7 +188,7 @@ def rank_facts(ev: Evidence) -> list[RankFacts]:
                 rf.last_line = body[-1].strip()
         for s in n.pyspy:
             kind, _, num = s.key.partition(" ")
-            if not num.isdigit():
+            if not num.isdecimal():
                 continue
             rank = int(num) if kind == "rank" else None
             pid = int(num) if kind == "pid" else None
@@ -212,7 +198,7 @@ def rank_facts(ev: Evidence) -> list[RankFacts]:
                 rank = w.rank if w else None
             get(n.node, rank, pid or dump.pid).pyspy.append((s.t, dump))
         for key, blob in n.fr_traces.items():
-            rank = int(key.split()[-1]) if key.split()[-1].isdigit() else None
+            rank = int(key.split()[-1]) if key.split()[-1].isdecimal() else None
             rf = get(n.node, rank, None)
             rf.fr_status, rf.fr_pending = _fr_status(blob)
         groups = [g for s in n.threads[-1:] for g in parse_threads(s.text)]
@@ -269,7 +255,7 @@ def node_facts(ev: Evidence, ranks: list[RankFacts]) -> list[NodeFacts]:
                 dev = devs[rf.rank]
             elif len(indices) == 1:
                 dev = indices[0]
-            elif rf.env.get("LOCAL_RANK", "").isdigit():
+            elif rf.env.get("LOCAL_RANK", "").isdecimal():
                 dev = int(rf.env["LOCAL_RANK"])
             else:
                 dev = rf.rank

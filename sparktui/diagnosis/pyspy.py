@@ -51,10 +51,16 @@ class PyDump:
         return self.threads[0] if self.threads else None
 
 
+def _int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
 def parse_json(text: str) -> PyDump:
+    # live output and bundle files both land here: values of the wrong type count as absent
+    # (the bundle reader refuses such files before; a live py-spy is trusted no further)
     try:
         data = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return PyDump(pid=None, threads=(), error=_first_line(text) or "empty py-spy output")
     if isinstance(data, dict):  # some versions wrap one process
         data = [data]
@@ -63,15 +69,21 @@ def parse_json(text: str) -> PyDump:
     for t in data if isinstance(data, list) else []:
         if not isinstance(t, dict):
             continue
-        pid = pid or t.get("pid")
+        pid = pid or _int(t.get("pid"))
         frames = tuple(
-            Frame(name=str(f.get("name", "?")), file=str(f.get("short_filename") or f.get("filename") or ""),
-                  line=f.get("line") if isinstance(f.get("line"), int) and f.get("line") > 0 else None,
-                  native=not str(f.get("filename", "")).endswith(".py") and bool(f.get("module")))
-            for f in t.get("frames") or [] if isinstance(f, dict))
-        threads.append(PyThread(tid=int(t.get("os_thread_id") or t.get("thread_id") or 0),
-                                name=str(t.get("thread_name") or ""), active=t.get("active"), frames=frames))
-    return PyDump(pid=int(pid) if pid else None, threads=tuple(threads))
+            Frame(name=_str(f.get("name"), "?"), file=_str(f.get("short_filename")) or _str(f.get("filename")),
+                  line=f.get("line") if _int(f.get("line")) and f.get("line") > 0 else None,
+                  native=not _str(f.get("filename")).endswith(".py") and bool(f.get("module")))
+            for f in (t.get("frames") if isinstance(t.get("frames"), list) else []) if isinstance(f, dict))
+        active = t.get("active")
+        threads.append(PyThread(tid=_int(t.get("os_thread_id")) or _int(t.get("thread_id")) or 0,
+                                name=_str(t.get("thread_name")), active=active if isinstance(active, bool) else None,
+                                frames=frames))
+    return PyDump(pid=pid or None, threads=tuple(threads))
+
+
+def _str(v, default: str = "") -> str:
+    return v if isinstance(v, str) else default
 
 
 _PROC = re.compile(r"^Process (\d+):")
@@ -98,7 +110,8 @@ def parse_text(text: str) -> PyDump:
             close()
             m = _THREAD.match(line)
             idm = _THREAD_ID.match(line)
-            tid = int(idm.group(1), 0) if idm else 0
+            tok = idm.group(1) if idm else "0"
+            tid = int(tok, 16) if tok.startswith("0x") else int(tok)  # base 0 refuses "0123"
             state = m.group(1) if m else ""
             cur = {"tid": tid, "name": (m.group(2) if m and m.group(2) else ""), "frames": [],
                    "active": {"active": True, "idle": False}.get(state)}

@@ -88,18 +88,33 @@ def _body(raw: str) -> str:
     return "\n".join(l for l in lines[i:] if not l.startswith("### "))
 
 
-def _rank_from_json(d: dict, missing: bool = False) -> RasRank:
-    st = d.get("status") or {}
-    counts = d.get("collective_counts") or {}
-    def _int(v):
-        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+def _int(v) -> int | None:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) < 1 << 62 else None
+
+
+def _dict(v) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
+def _list(v) -> list:
+    return v if isinstance(v, list) else []
+
+
+def _rank_from_json(d: dict, missing: bool = False) -> RasRank | None:
+    # answers come off the wire (or out of a bundle someone handed over): a field of the wrong type
+    # is treated as absent, an entry without a numeric rank is skipped
+    rank = _int(d.get("rank", -1))
+    if rank is None:
+        return None
+    st = _dict(d.get("status"))
+    counts = _dict(d.get("collective_counts"))
     return RasRank(
-        rank=int(d.get("rank", -1)), host=str(d.get("host", "")), pid=_int(d.get("pid")),
+        rank=rank, host=str(d.get("host", ""))[:200], pid=_int(d.get("pid")),
         cuda_dev=_int(d.get("cuda_dev")), nvml_dev=_int(d.get("nvml_dev")),
         init_state=_int(st.get("init_state")), async_error=_int(st.get("async_error")),
         finalize_called=bool(st.get("finalize_called")), destroy_flag=bool(st.get("destroy_flag")),
         abort_flag=bool(st.get("abort_flag")),
-        counts=tuple((str(k), int(v)) for k, v in counts.items() if isinstance(v, (int, float))),
+        counts=tuple((str(k), _int(v)) for k, v in counts.items() if _int(v) is not None),
         unresponsive=missing and bool(st.get("unresponsive")),
         considered_dead=missing and bool(st.get("considered_dead")),
     )
@@ -112,21 +127,28 @@ def parse_json(raw: str) -> RasStatus:
         return RasStatus(ok=False, format="json", error=_first_line(body) or _note(raw) or "empty answer", raw=raw)
     text = body[start:]
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
         try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
             data = json.loads(_repair_json(text))
-        except json.JSONDecodeError as exc:
-            return RasStatus(ok=False, format="json", error=f"unreadable RAS JSON: {exc.msg} at line {exc.lineno}", raw=raw)
+    except json.JSONDecodeError as exc:
+        return RasStatus(ok=False, format="json", error=f"unreadable RAS JSON: {exc.msg} at line {exc.lineno}", raw=raw)
+    except RecursionError:
+        return RasStatus(ok=False, format="json", error="unreadable RAS JSON: nested too deeply", raw=raw)
+    if not isinstance(data, dict):
+        return RasStatus(ok=False, format="json", error="unreadable RAS JSON: not an object", raw=raw)
     comms = []
-    for c in data.get("communicators") or []:
+    for c in _list(data.get("communicators")):
+        if not isinstance(c, dict):
+            continue
+        ranks = (_rank_from_json(r) for r in _list(c.get("ranks")) if isinstance(r, dict))
+        missing = (_rank_from_json(r, missing=True) for r in _list(c.get("missing_ranks")) if isinstance(r, dict))
         comms.append(RasComm(
-            hash=str(c.get("hash", "")), size=int(c.get("size", 0) or 0),
-            ranks=tuple(_rank_from_json(r) for r in c.get("ranks") or []),
-            missing=tuple(_rank_from_json(r, missing=True) for r in c.get("missing_ranks") or []),
+            hash=str(c.get("hash", ""))[:200], size=_int(c.get("size")) or 0,
+            ranks=tuple(r for r in ranks if r is not None), missing=tuple(r for r in missing if r is not None),
         ))
-    return RasStatus(ok=True, format="json", nccl_version=str(data.get("nccl_version", "")), comms=tuple(comms),
-                     timeouts=int((data.get("ras") or {}).get("timeouts_count", 0) or 0), raw=raw)
+    return RasStatus(ok=True, format="json", nccl_version=str(data.get("nccl_version", ""))[:200], comms=tuple(comms),
+                     timeouts=_int(_dict(data.get("ras")).get("timeouts_count")) or 0, raw=raw)
 
 
 _TXT_VERSION = re.compile(r"^NCCL version (\S+)")

@@ -55,13 +55,11 @@ def rule_r1(c: _Ctx) -> Verdict | None:
                 c.note(n.node, "dmesg: " + line[:200])
                 why.append("the kernel log shows " + ("an OOM kill" if "Out of memory" in line else "a GPU Xid"))
                 conf = max(conf, 0.85)
-        if not n.reachable:
-            c.note(n.node, f"node unreachable: {n.error}")
-            why.append(f"node {n.node} is unreachable")
-            conf = max(conf, 0.6)
+        # an unreachable node is not evidence of a dead peer (a changed host key, a refused login):
+        # verdict.decide() reports it as not inspected instead
     if not why:
         return None
-    who = _who(dead) if dead else ", ".join(n.node for n in c.ev.nodes if not n.reachable) or "a peer"
+    who = _who(dead) if dead else "a peer"
     ids = ["engine_dead"] if not dead else ["nccl_network_error"]
     if any("OOM kill" in w for w in why):
         ids.insert(0, "host_oom_killed")
@@ -100,7 +98,8 @@ def rule_r2_r3(c: _Ctx) -> Verdict | None:
             if addr:
                 c.note(r, f"MASTER_ADDR={addr} MASTER_PORT={r.env.get('MASTER_PORT', '?')}")
         present = {r.rank for r in c.ranks if r.rank is not None and (r.alive or r.alive is None)}
-        missing = [k for k in range(world) if k not in present] if world else []
+        inspected_all = all(n.reachable for n in c.ev.nodes)
+        missing = [k for k in range(world) if k not in present] if world and inspected_all else []
         who = ", ".join(f"rank {k}" for k in missing) + " never joined" if missing else _who(rdv) + " waiting"
         addr = next((f"{r.env['MASTER_ADDR']}:{r.env.get('MASTER_PORT', '?')}" for r in rdv if r.env.get("MASTER_ADDR")),
                     "MASTER_ADDR:MASTER_PORT")
@@ -163,8 +162,8 @@ def rule_r2_r3(c: _Ctx) -> Verdict | None:
 def _never_joined(c: _Ctx) -> list[int]:
     """Ranks of the declared world that no node shows at all (no process, no log, no RAS entry)."""
     world = max((r.world_size or 0 for r in c.ranks if r.alive), default=0)
-    if not world:
-        return []
+    if not world or any(not n.reachable for n in c.ev.nodes):
+        return []  # a rank on a node that was not inspected may well have joined
     seen = {r.rank for r in c.ranks if r.rank is not None}
     seen |= {rr.rank for nf in c.nodes for _, st in nf.ras for cm in st.comms for rr in cm.ranks}
     return [k for k in range(world) if k not in seen]

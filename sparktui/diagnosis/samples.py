@@ -89,7 +89,7 @@ def parse_threads(text: str) -> list[ThreadGroup]:
         if m := _HDR.match(line):
             if cur_hdr is not None and cur:
                 groups.append(ThreadGroup(cur_hdr[0], cur_hdr[1], tuple(cur)))
-            rank = int(m.group(1)) if m.group(1).isdigit() else None
+            rank = int(m.group(1)) if m.group(1).isdecimal() else None
             cur_hdr, cur = (rank, int(m.group(2))), []
             continue
         if "\t" in line:
@@ -100,7 +100,7 @@ def parse_threads(text: str) -> list[ThreadGroup]:
                 tid = None
             row = ThreadRow(comm=parts[1] if len(parts) > 1 else "", state=(parts[2] if len(parts) > 2 else "?") or "?",
                             wchan=parts[3] if len(parts) > 3 else "", tid=tid,
-                            ticks=int(parts[4]) if len(parts) > 4 and parts[4].isdigit() else None,
+                            ticks=int(parts[4]) if len(parts) > 4 and parts[4].isdecimal() else None,
                             cpu=float(parts[5]) if len(parts) > 5 and re.fullmatch(r"\d+(\.\d+)?", parts[5]) else None)
         else:
             toks = line.split()

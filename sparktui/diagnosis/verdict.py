@@ -93,4 +93,51 @@ def decide(ev: Evidence) -> Verdict:
         c.lines = {}
         verdict = rule_r0(c)
     verdict.latent = latent_findings(ev, c.ranks)
-    return verdict
+    return _uninspected(c, verdict)
+
+
+def _fix_for(node: str, error: str) -> str:
+    """The next step for a node sparktui could not look at, from the reason it gave."""
+    low = error.lower()
+    if "host key" in low:
+        return (f"Check {node}'s SSH host key on its console against the fingerprint shown, and trust it only "
+                f"if they match (the `sparktui status` hint prints the exact command)")
+    if "checking off" in low:
+        return f"Turn host-key checking back on for {node} (see the hint in `sparktui status`)"
+    if "login refused" in low or "permission denied" in low or "identity_file" in low:
+        return f"Fix the SSH login to {node} (user, identity_file, agent): `sparktui status` shows the error"
+    return f"Make {node} reachable over SSH (is it up? `sparktui status`)"
+
+
+def _reason(node: str, error: str) -> str:
+    text = (error or "no answer").strip().splitlines()[0] if (error or "").strip() else "no answer"
+    return text[len(node) + 2:] if text.startswith(node + ": ") else text
+
+
+def _uninspected(c: _Ctx, v: Verdict) -> Verdict:
+    """Nodes that could not be looked at are said so, never read as a dead peer.  A problem found on
+    the other nodes stays the verdict (with this beside it); otherwise this is the verdict."""
+    unseen = {n.node: _reason(n.node, n.error) for n in c.ev.nodes if not n.reachable}
+    if not unseen:
+        return v
+    names = ", ".join(unseen)
+    # the title keeps the first sentence; the evidence keeps the whole reason (a hint's command)
+    why = "; ".join(err.split(". ")[0].split("; refusing")[0][:160] for err in unseen.values())
+    fix = "; ".join(_fix_for(node, err) for node, err in unseen.items())
+    item = {"id": "ssh_unreachable", "severity": "error", "title": f"{names} could not be inspected: {why}",
+            "evidence": [f"{node}: {err}" for node, err in unseen.items()], "advice": fix}
+    if v.problem:
+        v.latent.insert(0, item)
+        v.details = {**v.details, "uninspected": unseen}
+        return v
+    c.lines = {}
+    for node, err in unseen.items():
+        c.note(node, f"could not be inspected: {err}")
+    for node, lines in v.evidence.items():
+        for line in lines:
+            c.note(node, line)
+    seen = f"{v.title} ({v.rule})" if any(n.reachable for n in c.ev.nodes) else "none was inspected"
+    out = c.make("uninspected", True, ["ssh_unreachable"], 0.9, nodes=names, why=why, fix=fix, seen=seen)
+    out.details = {"uninspected": unseen, "others": v.to_json()}
+    out.latent = v.latent
+    return out

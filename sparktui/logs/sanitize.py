@@ -49,3 +49,28 @@ def clean_line(text: str | bytes) -> str:
 def clean_text(text: str) -> str:
     """Multi-line text (a model's answer) made terminal-safe line by line; the newlines stay."""
     return "\n".join(clean_line(part) for part in text.split("\n"))
+
+
+def safe(value: object) -> str:
+    """One field from a node or a file (a container, GPU or process name, a label, an error message)
+    as one displayable line: escapes removed, controls (newlines included) shown as symbols."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else str(value)
+    if text.isprintable():  # the common case: nothing to do (isprintable is False for any control)
+        return text
+    return clean_line(text)
+
+
+# JSON escapes for what json.dumps(ensure_ascii=False) leaves raw: DEL and the C1 controls (a raw
+# U+009B is a CSI on many terminals) and the line/paragraph separators
+_JSON_RAW = {c: f"\\u{c:04x}" for c in (*range(0x7F, 0xA0), 0x2028, 0x2029)}
+
+
+def json_dumps(obj: object, **kw) -> str:
+    """``json.dumps`` for output read on a terminal: non-ASCII text kept readable, every control
+    character (C0, DEL, C1) only as a JSON escape, never raw."""
+    import json
+
+    kw.setdefault("ensure_ascii", False)
+    return json.dumps(obj, **kw).translate(_JSON_RAW)

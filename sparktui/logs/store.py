@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ..model import LogLine
+from .redact import redact_lines
 from .sanitize import clean_line
 
 DEFAULT_MAX_LINES = 200_000  # per source
@@ -32,7 +33,9 @@ class LogSeries:
         return self.base + len(self.texts)
 
     def append(self, lines: list[LogLine]) -> None:
-        self.texts.extend(clean_line(ln.text) for ln in lines)
+        # what faces read is terminal-safe and secret-free: the screen (a --read-only observer
+        # included), the filter and the save-log export all read these texts
+        self.texts.extend(redact_lines([clean_line(ln.text) for ln in lines]))
         self.stamps.extend(ln.ts for ln in lines)
         over = len(self.texts) - self.max_lines
         if over > self.max_lines // 10:  # trim in chunks, not per line

@@ -1,9 +1,12 @@
 """The ssh backend: one asyncssh connection per node, reused for every command, file read and the
 node's Docker Engine (its socket forwarded over the same connection).
 
-Host keys are checked against known_hosts (the node's ``known_hosts`` or the default, plus
-UserKnownHostsFile from ssh config).  A key nobody vouched for stops the connection during key
-exchange, before any credential is sent, and raises ``HostKeyError`` with its SHA256 fingerprint;
+Host keys are checked against known_hosts (the node's ``known_hosts``, else ssh config's
+UserKnownHostsFile/GlobalKnownHostsFile, else the OpenSSH defaults), always passed to asyncssh
+explicitly: left to itself, asyncssh turns checking off on ``UserKnownHostsFile none``, which
+sparktui refuses instead.  ProxyJump hops are opened here for the same reason.  A key nobody
+vouched for stops the connection during key exchange, before any credential is sent, and raises
+``HostKeyError`` with its SHA256 fingerprint;
 ``trust_offered_key()`` records it after an explicit yes (the TUI's prompt).
 """
 
@@ -59,7 +62,7 @@ class _Client(asyncssh.SSHClient):
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         # only reached when known_hosts did not vouch for the key: remember it, then refuse
-        self._node.offered_key = hostkeys.classify(key, host, addr, port, self._node.cfg.known_hosts)
+        self._node.offered_key = hostkeys.classify(key, host, addr, port, self._node._store)
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -90,13 +93,14 @@ class SshNode:
         self._docker_listener: asyncssh.SSHListener | None = None
         self._docker_dir: str | None = None
         self._forwards: dict[tuple[str, int], asyncssh.SSHListener] = {}
+        self._store: hostkeys.TrustStore | None = None
 
     # ------------------------------------------------------------------ connection
     @property
     def connected(self) -> bool:
         return self._conn is not None
 
-    def _options(self) -> dict:
+    def _options(self, paths: list[str], store: hostkeys.TrustStore) -> dict:
         cfg = self.cfg
         opts: dict = {
             "keepalive_interval": self.keepalive_interval,
@@ -109,13 +113,51 @@ class SshNode:
             opts["port"] = cfg.port
         if cfg.identity_file:
             opts["client_keys"] = [os.path.expanduser(cfg.identity_file)]
-        if cfg.ssh_config:
-            opts["config"] = [os.path.expanduser(cfg.ssh_config)]
-        if cfg.known_hosts:
-            path = os.path.expanduser(cfg.known_hosts)
-            # a missing file trusts nothing (every key is then "unknown"), it is not an error
-            opts["known_hosts"] = path if os.path.exists(path) else asyncssh.import_known_hosts("")
+        # the same config files the trust store was resolved from (no second default lookup)
+        opts["config"] = paths
+        # explicit, never None: a missing file trusts nothing (every key is then "unknown")
+        opts["known_hosts"] = store.asyncssh_arg()
         return opts
+
+    def _resolve(self, host: str, port: int | None, user: str | None, known_hosts: str | None,
+                 paths: list[str], where: str = ""):
+        """(ssh config for host, its trust store); CheckingOff / ValueError / OSError on bad config."""
+        conf = hostkeys.read_ssh_config(paths, host, port, user)
+        return conf, hostkeys.trust_store(known_hosts, paths, conf, where or host)
+
+    async def _jumps(self, paths: list[str], conf, depth: int = 0) -> asyncssh.SSHClientConnection | None:
+        """Open ssh config's ProxyJump chain with checked host keys; asyncssh would open it with the
+        config's known_hosts, which may be none (the jump host then unverified)."""
+        jump = conf.get("ProxyJump") if conf is not None else None
+        if not jump:
+            return None
+        if depth > 4:
+            raise NodeError(f"{self.name}: ProxyJump chain deeper than 4 hops (a loop in ssh config?)")
+        conn: asyncssh.SSHClientConnection | None = None
+        try:
+            for hop in str(jump).split(","):
+                user, _, hostport = hop.strip().rpartition("@")
+                host, port = hostport, None
+                if ":" in hostport:
+                    host, _, p = hostport.rpartition(":")
+                    port = int(p)
+                hconf, store = self._resolve(host, port, user or None, None, paths, f"jump host {host}")
+                prev = conn if conn is not None else await self._jumps(paths, hconf, depth + 1)
+                try:
+                    conn = await asyncssh.connect(host, port or (), username=user or (), config=paths,
+                                                  known_hosts=store.asyncssh_arg(), tunnel=prev or (),
+                                                  connect_timeout=self.connect_timeout)
+                except asyncssh.HostKeyNotVerifiable as exc:
+                    if prev is not None:
+                        prev.close()
+                    raise NodeError(f"{self.name}: jump host {host}: {exc} (check its key, then add it to "
+                                    f"{store.write_to})") from None
+                conn.set_tunnel(prev)  # closing the last hop closes the chain
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
+        return conn
 
     async def connect(self) -> None:
         async with self._lock:
@@ -131,10 +173,27 @@ class SshNode:
                 return c
 
             where = self.cfg.host + (f":{self.cfg.port}" if self.cfg.port else "")
+            paths = hostkeys.ssh_config_paths(self.cfg.ssh_config)
+            tunnel = None
+            ok = False
             try:
+                conf, self._store = self._resolve(self.cfg.host, self.cfg.port, self.cfg.user,
+                                                  self.cfg.known_hosts, paths)
+                tunnel = await asyncio.wait_for(self._jumps(paths, conf), self.connect_timeout + 5)
                 conn = await asyncio.wait_for(
-                    asyncssh.connect(self.cfg.host, client_factory=factory, **self._options()),
+                    asyncssh.connect(self.cfg.host, client_factory=factory, tunnel=tunnel or (),
+                                     **self._options(paths, self._store)),
                     self.connect_timeout + 5)
+                conn.set_tunnel(tunnel)
+                ok = True
+            except hostkeys.CheckingOff as exc:
+                self.last_error = str(exc)
+                fix = ("remove that setting from the ssh config" if "jump host" in str(exc) else
+                       'remove that setting, or set known_hosts = "~/.ssh/known_hosts" for this node in the cluster config')
+                raise NodeError(f"{self.name}: {exc}; refusing to connect to an unverified host (hint: {fix})") from None
+            except asyncssh.ConfigParseError as exc:
+                self.last_error = str(exc)
+                raise NodeError(f"{self.name}: ssh config: {exc}") from None
             except asyncssh.HostKeyNotVerifiable as exc:
                 k = self.offered_key
                 if k is None:
@@ -146,10 +205,16 @@ class SshNode:
                 raise NodeUnreachable(f"{self.name}: {where}: login refused: {exc.reason}") from None
             except (asyncssh.KeyImportError, asyncssh.KeyEncryptionError) as exc:
                 raise NodeError(f"{self.name}: identity_file {self.cfg.identity_file}: {exc}") from None
+            except ValueError as exc:  # e.g. a ProxyJump port that is not a number
+                self.last_error = str(exc)
+                raise NodeError(f"{self.name}: {exc}") from None
             except (OSError, asyncssh.Error, asyncio.TimeoutError) as exc:
                 reason = str(exc) or type(exc).__name__
                 self.last_error = reason
                 raise NodeUnreachable(f"{self.name}: cannot connect to {where}: {reason}") from None
+            finally:
+                if tunnel is not None and not ok:
+                    tunnel.close()
             self.connect_seconds = time.monotonic() - t0
             self._conn = conn
             self._client = client_holder[-1] if client_holder else None

@@ -10,6 +10,16 @@ from datetime import datetime, timezone
 
 from ..model import ContainerInfo, ContainerState
 
+# sparktui's own short-lived containers (doctor's probes in an image) carry this label and name prefix;
+# they are not the cluster's: no pane row, no log source, no milestone
+PROBE_LABEL = "sparktui.probe"
+PROBE_PREFIX = "sparktui-probe-"
+
+
+def is_own_probe(info: ContainerInfo) -> bool:
+    return info.name.startswith(PROBE_PREFIX) or any(k == PROBE_LABEL for k, _ in info.labels)
+
+
 # docker events (type container) that change what the pane shows
 STATE_ACTIONS = frozenset({"create", "start", "restart", "die", "kill", "stop", "pause", "unpause", "oom",
                            "destroy", "rename", "health_status"})

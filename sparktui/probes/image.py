@@ -17,8 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..nodes.base import Node
-
-PROBE_LABEL = "sparktui.probe"
+from .containers import PROBE_LABEL, PROBE_PREFIX
 
 
 class ImageProbeError(Exception):
@@ -217,7 +216,7 @@ async def run_in_image(node: Node, image: str, entrypoint: list[str], command: l
     client = await node.docker()
     import docker.errors
 
-    name = f"sparktui-probe-{uuid.uuid4().hex[:10]}"
+    name = f"{PROBE_PREFIX}{uuid.uuid4().hex[:10]}"
 
     def _run() -> tuple[int, str]:
         c = client.containers.create(image, command=command, entrypoint=entrypoint, name=name,

@@ -21,6 +21,7 @@ from .palette import SparkCommands
 from .screens.action import ActionScreen
 from .screens.help import HelpScreen
 from .screens.main import MainScreen
+from .terminal_safe import TerminalSafe
 from .themes import DEFAULT_THEME, load_themes
 
 if TYPE_CHECKING:
@@ -68,6 +69,11 @@ class SparkApp(App[int]):
         self._host_keys_asked: set[tuple[str, str]] = set()
         self.broken_actions: dict[str, str] = {}  # guided actions whose module fails to import
         self._asking_host_key = False
+        self._terminal_safe = TerminalSafe()
+
+    def get_line_filters(self):
+        # every strip passes TerminalSafe last: no control character from node data reaches the tty
+        return [*super().get_line_filters(), self._terminal_safe]
 
     # ------------------------------------------------------------------ lifecycle
     async def on_mount(self) -> None:

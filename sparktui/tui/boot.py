@@ -31,10 +31,11 @@ def default_processors() -> list[Any]:
 
 def make_engine(config: "Config", sources: list, kind: str, extra_meta: dict | None = None) -> "Engine":
     from ..engine import Engine
-    from ..session import Session
+    from ..session import Session, sessions_dir
 
     session = Session.create(config.cluster.name, meta={"kind": kind, "config": config.path,
-                                                        "nodes": [n.name for n in config.nodes], **(extra_meta or {})})
+                                                        "nodes": [n.name for n in config.nodes], **(extra_meta or {})},
+                             root=sessions_dir(config))
     return Engine(config, sources, processors=default_processors(), session=session)
 
 

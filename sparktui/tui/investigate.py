@@ -15,11 +15,19 @@ from textual.containers import Horizontal
 from textual.content import Content
 from textual.widgets import DataTable, Static
 
+from ..logs.redact import redact
+from ..logs.sanitize import safe
 from .messages import ActionDone
 from .screens.action import ActionScreen
 
 if TYPE_CHECKING:
     from ..diagnosis.verdict import Verdict
+
+
+def clean(line: str) -> str:
+    """An evidence line (a log line, py-spy or nvidia-smi output): no escapes, no secrets."""
+    return redact(safe(line))
+
 
 SIM_INTERVAL = 5.0  # sim evidence is deterministic: a short second round is enough
 
@@ -62,14 +70,14 @@ class InvestigateScreen(ActionScreen):
         summary = self.query_one("#action-summary", Static)
         tone = "$error" if verdict.problem else "$success"
         parts = [
-            Content.assemble((f"{verdict.rule}  ", tone + " bold"), (verdict.title, "bold"),
+            Content.assemble((f"{verdict.rule}  ", tone + " bold"), (safe(verdict.title), "bold"),
                              (f"   confidence {verdict.confidence:.2f}", "$text-muted")),
             Content.assemble(("findings: ", "$text-muted"), ", ".join(verdict.finding_ids) or "none"),
-            Content.assemble(("next: ", "$accent bold"), verdict.next_action),
+            Content.assemble(("next: ", "$accent bold"), safe(verdict.next_action)),
         ]
         for item in verdict.latent:
-            parts.append(Content.assemble(("R7 ", "$warning bold"), item["title"]))
-            parts += [Content.styled("    " + line[:300], "$text-muted") for line in item.get("evidence", [])[:4]]
+            parts.append(Content.assemble(("R7 ", "$warning bold"), safe(item["title"])))
+            parts += [Content.styled("    " + clean(line)[:300], "$text-muted") for line in item.get("evidence", [])[:4]]
         summary.update(Content("\n").join(parts))
         # evidence side by side: one column per node
         old = self.query(".verdict-columns")
@@ -78,5 +86,5 @@ class InvestigateScreen(ActionScreen):
         cols = Horizontal(classes="verdict-columns")
         summary.parent.mount(cols)  # type: ignore[union-attr]
         for node, lines in verdict.evidence.items():
-            body = Content("\n").join([Content.styled(node, "bold")] + [Content(line[:300]) for line in lines])
+            body = Content("\n").join([Content.styled(safe(node), "bold")] + [Content(clean(line)[:300]) for line in lines])
             cols.mount(Static(body, classes="verdict-node"))

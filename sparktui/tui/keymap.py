@@ -67,14 +67,20 @@ def entries() -> tuple[Entry, ...]:
     """Every binding: the data file, then one per guided action available in this build."""
     out = _load_file(KEYMAP_FILE)
     for ae in registry.present():
+        # in the footer: the guided actions are what a newcomer looks for first
         out.append(Entry(id=f"action-{ae.name}", keys=ae.key, action=f"guided('{ae.name}')",
-                         description=ae.title, scope="main", palette="action", show=False,
-                         mutating=ae.mutating))
+                         description=ae.title, scope="main", palette="action", show=True,
+                         mutating=ae.mutating, label=footer_label(ae.name)))
     for e in out:
         bad = FORBIDDEN_KEYS.intersection(e.key_list)
         if bad:
             raise KeymapError(f"binding {e.id!r} uses {sorted(bad)[0]} (a tmux prefix)")
     return tuple(out)
+
+
+def footer_label(action: str) -> str:
+    """A guided action's short footer label: "build-image" -> "Build", "load-test" -> "Load test"."""
+    return action.removesuffix("-image").replace("-", " ").capitalize()
 
 
 def bindings(scope: str) -> list[Binding]:

@@ -29,6 +29,8 @@ from textual.content import Content
 from textual.widgets import DataTable, Footer, Log, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
+from ..logs.redact import redact
+from ..logs.sanitize import clean_text, safe
 from ..model import MILESTONE_ORDER, ActionEvent
 from .messages import ActionDone
 from .screens.action import STATUS_STYLE, ActionScreen
@@ -199,7 +201,7 @@ class LaunchNodeRow(Vertical):
         if self._changed("bar", (value, total)):
             self.query_one(ProgressBar).update(total=total, progress=value)
         if self._changed("message", t.message):
-            self.query_one(".launch-node-message", Static).update(Content(t.message[:300]), layout=False)
+            self.query_one(".launch-node-message", Static).update(Content(redact(safe(t.message))[:300]), layout=False)
         if self._changed("ladder", (state, t.order, tuple(t.reached.items()), t.last, t.started)):
             self.query_one(".launch-node-ladder", Static).update(t.ladder(), layout=False)
         if self._changed("findings", tuple(t.findings.items())):
@@ -287,7 +289,7 @@ class LaunchScreen(ActionScreen):
     def row_key(self, ev) -> str:
         if ev.step == "finding":
             return f"{ev.node}/finding/{ev.key}"
-        return super().row_key(ev)
+        return f"{ev.node}/{ev.step}"  # a node's milestones (keyed by id) update its one row
 
     def _track(self, name: str) -> NodeTrack:
         track = self.tracks.get(name)
@@ -379,7 +381,7 @@ class LaunchScreen(ActionScreen):
                 return
             self._last_milestone[ev.node] = ev.key
         if ev.message:
-            self.query_one(Log).write_line(f"{ev.step} [{ev.status}] {ev.node + ': ' if ev.node else ''}{ev.message}")
+            self.query_one(Log).write_line(f"{ev.step} [{ev.status}] {ev.node + ': ' if ev.node else ''}{redact(clean_text(ev.message))}")
 
     def _style(self, status: str) -> str:
         var = STATUS_STYLE.get(status, "")
@@ -393,7 +395,8 @@ class LaunchScreen(ActionScreen):
     def _table_event(self, ev: ActionEvent) -> None:
         table = self.query_one(DataTable)
         status = ev.status + (f" {ev.progress * 100:.0f}%" if ev.progress is not None else "")
-        cells = (Text(ev.step), Text(status, style=self._style(ev.status)), Text(ev.node), Text(ev.message[:200]))
+        cells = (Text(ev.step), Text(status, style=self._style(ev.status)), Text(ev.node),
+                 Text(redact(safe(ev.message))[:200]))  # messages quote node output and commands
         key = self.row_key(ev)
         if key in table.rows:
             for col, cell in zip(table.columns, cells):

@@ -1,7 +1,10 @@
 """The test bed for e2e tests: real sshd + real dockerd per node (scripts/testbed).
 
-Uses the bed at $SPARKTUI_TESTBED_DIR (default /tmp/sparktui-testbed) when its cluster.toml exists
-and every node is up; otherwise brings one up for the session and takes it down afterwards.
+One mechanism for every module on the lean bed (``bed``, and ``seed_bed`` = the same bed with
+`--scenario seed`): SPARKTUI_TESTBED_DIR / SPARKTUI_TESTBED_NET name a bed to use (brought up
+when missing, kept afterwards); without them the session makes its own (/tmp/tb-PID on
+127.65.PID%250, so concurrent runs never share one) and removes it at the end.  The real-vLLM bed
+is another kind (its own images, 3 nodes): SPARKTUI_REALVLLM_BED / _NET, below.
 Under CI=true a bed that cannot come up is a failure; elsewhere the tests skip (with the reason)
 only when this machine cannot run one at all (not root, no dockerd/sshd).
 """
@@ -16,7 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -31,6 +34,12 @@ class Bed:
     dir: Path
     config: Path
     nodes: dict[str, dict]  # name -> testbed status row (address, docker_socket, bin, ...)
+    env: dict = field(default_factory=dict)  # os.environ + SPARKTUI_TESTBED_DIR/NET of this bed
+
+    @property
+    def net(self) -> str:
+        """The first three octets of the nodes' addresses."""
+        return next(iter(self.nodes.values()))["address"].rsplit(".", 1)[0]
 
     def docker(self, node: str, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
         sock = self.nodes[node]["docker_socket"]
@@ -54,11 +63,20 @@ def _status(env: dict) -> dict | None:
     return json.loads(r.stdout)
 
 
+def bed_env() -> tuple[dict, bool]:
+    """(environment for scripts/testbed, whether the bed was named by the user and so is kept)."""
+    named = bool(os.environ.get("SPARKTUI_TESTBED_DIR"))
+    pid = os.getpid()
+    env = {**os.environ, "SPARKTUI_TESTBED_DIR": os.environ.get("SPARKTUI_TESTBED_DIR") or f"/tmp/tb-{pid}",
+           "SPARKTUI_TESTBED_NET": os.environ.get("SPARKTUI_TESTBED_NET") or f"127.65.{pid % 250}"}
+    return env, named
+
+
 @pytest.fixture(scope="session")
 def bed() -> Bed:
     ci = os.environ.get("CI", "").lower() == "true"
-    env = dict(os.environ)
-    bed_dir = Path(env.get("SPARKTUI_TESTBED_DIR") or "/tmp/sparktui-testbed")
+    env, named = bed_env()
+    bed_dir = Path(env["SPARKTUI_TESTBED_DIR"])
     cannot = None
     if os.geteuid() != 0:
         cannot = "the test bed needs root (it runs sshd and dockerd)"
@@ -80,9 +98,19 @@ def bed() -> Bed:
         st = _status(env)
         if st is None:
             pytest.fail("scripts/testbed up succeeded but status says a node is down")
-    yield Bed(dir=bed_dir, config=Path(st["config"]), nodes={n["name"]: n for n in st["nodes"]})
-    if ours:
+    yield Bed(dir=bed_dir, config=Path(st["config"]), nodes={n["name"]: n for n in st["nodes"]}, env=env)
+    if ours and not named:
         subprocess.run([str(TESTBED), "down"], capture_output=True, env=env, timeout=300)
+
+
+@pytest.fixture(scope="session")
+def seed_bed(bed: Bed) -> Bed:
+    """The same bed with `--scenario seed` applied (idempotent: builds are skipped when current)."""
+    r = subprocess.run([str(TESTBED), "up", "--scenario", "seed"], capture_output=True, text=True, env=bed.env,
+                       timeout=900)
+    if r.returncode != 0:
+        pytest.fail(f"testbed up --scenario seed failed: {r.stderr[-2000:]}")
+    return bed
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@ validate on `--scenario seed`, hostile input, cancel.  Real sshd + dockerd per n
 run the stand-in vLLM, kept here for what the real CPU vLLM cannot show or would make slow: the
 story's 119 GiB model on GB10-sized memory (OOM predicted before start), the community image's
 env-driven ENTRYPOINT, hostile paths, a full disk, cancel mid-build and mid-push.  The same flow on
-the REAL vLLM is tests/e2e/test_real_vllm.py.  The module brings up its OWN bed."""
+the REAL vLLM is tests/e2e/test_real_vllm.py.  The bed is the session's (conftest: SPARKTUI_TESTBED_DIR/NET
+or one of its own), with `--scenario seed` applied."""
 
 from __future__ import annotations
 
@@ -23,15 +24,11 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-TESTBED = ROOT / "scripts" / "testbed"
-# a bed per test process (concurrent runs must not share one); SPARKTUI_ACTIONS_BED/NET reuse a kept one
-BED_DIR = Path(os.environ.get("SPARKTUI_ACTIONS_BED") or f"/tmp/tba-{os.getpid()}")
-BED_NET = os.environ.get("SPARKTUI_ACTIONS_NET") or f"127.66.{os.getpid() % 250}"
+# the session's bed (conftest's `bed` fixture: SPARKTUI_TESTBED_DIR/NET, or a bed of the session's
+# own); the `seed` fixture sets these before any test runs
+BED_DIR = Path("/nonexistent-bed")
+BED_NET = ""
 HYBRID = "vllm-node-qwen35"
-
-
-def bed_env() -> dict:
-    return {**os.environ, "SPARKTUI_TESTBED_DIR": str(BED_DIR), "SPARKTUI_TESTBED_NET": BED_NET}
 
 
 def docker(node: str, *args: str, check: bool = False) -> subprocess.CompletedProcess:
@@ -110,16 +107,9 @@ def cancel_when(args: list[str], marker: str, timeout: float = 120) -> tuple[int
 
 
 @pytest.fixture(scope="module")
-def seed():
-    if os.geteuid() != 0 or not shutil.which("dockerd"):
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI: the test bed needs root and docker.io")
-        pytest.skip("the test bed needs root and docker.io")
-    existed = (BED_DIR / "cluster.toml").exists()
-    r = subprocess.run([str(TESTBED), "up", "--scenario", "seed"], capture_output=True, text=True, env=bed_env(),
-                       timeout=900)
-    if r.returncode != 0:
-        pytest.fail(f"testbed up --scenario seed failed: {r.stderr[-2000:]}")
+def seed(seed_bed):
+    global BED_DIR, BED_NET
+    BED_DIR, BED_NET = seed_bed.dir, seed_bed.net
     # every bed shares this machine's network namespace (--network host): take a serve port nobody holds
     import socket
     import tomllib
@@ -134,8 +124,6 @@ def seed():
     data["cluster"]["serve_port"] = port
     seed_mod.write_config(BED_DIR / "cluster.toml", data)
     yield BED_DIR
-    if not existed:
-        subprocess.run([str(TESTBED), "down"], capture_output=True, env=bed_env(), timeout=300)
 
 
 def write_config(tmp_path: Path, *, model_path: str | None = None, **cluster) -> Path:
@@ -296,11 +284,11 @@ def test_unknown_registry_layout_fails_the_build_cleanly(seed):
     assert containers("spark1") == before  # no intermediate containers left
 
 
-def test_push_to_a_full_disk_fails_cleanly(seed):
+def test_push_to_a_full_disk_fails_cleanly(seed, seed_bed):
     """spark2's dockerd on a 64 MB tmpfs data root: docker load runs out of space mid-stream."""
     sys.path.insert(0, str(ROOT / "scripts"))
     env_before = dict(os.environ)
-    os.environ.update(bed_env())
+    os.environ.update(seed_bed.env)
     try:
         from testbed_lib.bed import Bed
 

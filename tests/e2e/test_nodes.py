@@ -148,7 +148,7 @@ async def test_killed_container_shows_137_and_keeps_last_lines(live, container_n
 
 
 async def test_gb10_nvidia_smi_is_handled(bed, tmp_path, e2e):
-    """A GB10-style nvidia-smi on spark1's PATH: memory from /proc/meminfo, per-process GPU memory."""
+    """A GB10-style nvidia-smi on spark1's PATH: memory from the node's meminfo, per-process GPU memory."""
     bindir = Path(bed.nodes["spark1"]["bin"])
     fake = bindir / "nvidia-smi"
     shutil.copy(e2e.ROOT / "tests" / "fixtures" / "nvidia-smi" / "gb10-nvidia-smi", fake)
@@ -168,7 +168,7 @@ async def test_gb10_nvidia_smi_is_handled(bed, tmp_path, e2e):
             g = st.gpus[0]
             assert g.name == "NVIDIA GB10" and g.unified_memory and g.mem_used_bytes is None
             assert g.processes[0].pid == 4242 and g.processes[0].used_memory_bytes == 98304 * 1024 * 1024
-            meminfo = Path("/proc/meminfo").read_text()
+            meminfo = Path(config.node("spark1").meminfo_path).read_text()  # the node's one source (a seeded bed: GB10's)
             assert st.memory.total == int(meminfo.split()[1]) * 1024
             assert engine.state.nodes["spark2"].gpu_available is False  # no nvidia-smi there
         finally:

@@ -59,10 +59,12 @@ def test_container_age_or_exit_code():
     assert node_stats.uptime_or_exit(gone, 1075.0) == "exit 137"
 
 
-def test_findings_summary_counts_and_newest():
-    fs = [Finding("a", "error", "first", ts=1), Finding("b", "warning", "second [b]x[/b]", node="spark2", ts=2)]
+def test_findings_summary_counts_and_names_the_first_ranked():
+    # the caller ranks them (root cause first); the strip names that one, not the newest
+    fs = [Finding("a", "error", "first [b]x[/b]", node="spark2", ts=1), Finding("b", "warning", "second", ts=2)]
     text = summary(fs, "i").plain
-    assert "1 error" in text and "1 warning" in text and "newest: second [b]x[/b] (spark2)" in text
+    assert "1 error" in text and "1 warning" in text and "root cause: first [b]x[/b] (spark2)" in text
+    assert "second" not in text
     assert "investigate" not in text
     assert "i: investigate" in summary([Finding("suspected_hang", "error", "Suspected hang")], "i").plain
 

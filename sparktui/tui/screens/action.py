@@ -19,7 +19,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Log, Static
 from textual.worker import Worker, WorkerState
 
-from ...model import ActionEvent
+from ...logs.redact import redact
+from ...logs.sanitize import clean_text, safe
+from ...model import ActionEvent, FindingRaised
 from ..messages import ActionDone, ActionProgress
 from .confirm import ConfirmModal
 from .findings import detail as finding_detail
@@ -79,27 +81,46 @@ class ActionScreen(Screen[None]):
         self.show_event(message.event)
 
     def row_key(self, ev) -> str:
-        """The table row an event lands in: by default one row per node and step, updated in place."""
-        return f"{ev.node}/{ev.step}"
+        """The table row an event lands in: by default one row per node and step (and detail key, such
+        as a doctor check), updated in place."""
+        return f"{ev.node}/{ev.step}" + (f"/{ev.key}" if ev.key else "")
 
     def show_event(self, ev) -> None:
         table = self.query_one(DataTable)
         var = STATUS_STYLE.get(ev.status, "")
         style = self.app.get_css_variables().get(var[1:], "") if var else ""
         status = ev.status + (f" {ev.progress * 100:.0f}%" if ev.progress is not None else "")
-        cells = (Text(ev.step), Text(status, style=style), Text(ev.node), Text(ev.message[:200]))
+        message = redact(safe(ev.message.replace("\n", " ")))  # messages quote node output and commands
+        cells = (Text(ev.step), Text(status, style=style), Text(ev.node), Text(message[:self._message_width(table)]))
         key = self.row_key(ev)
         if key in table.rows:
+            # update_width: a row first shown as "started" must widen its columns for the outcome
             for col, cell in zip(table.columns, cells):
-                table.update_cell(key, col, cell)
+                table.update_cell(key, col, cell, update_width=True)
         else:
             table.add_row(*cells, key=key)
         if ev.message:
-            self.query_one(Log).write_line(f"{ev.step} [{ev.status}] {ev.node + ': ' if ev.node else ''}{ev.message}")
+            self.query_one(Log).write_line(f"{ev.step} [{ev.status}] {ev.node + ': ' if ev.node else ''}{redact(clean_text(ev.message))}")
+
+    def _message_width(self, table: DataTable) -> int:
+        """What MESSAGE can show without running off the screen (the whole text is in the log below)."""
+        width = table.size.width or self.app.size.width - 2
+        others = sum(c.get_render_width(table) for c in list(table.columns.values())[:3])
+        return max(20, min(200, width - others - 2 * table.cell_padding - 1))
 
     def on_action_done(self, message: ActionDone) -> None:
         self.result = message.result  # type: ignore[assignment]
+        self._raise_findings()
         self._show_result()
+
+    def _raise_findings(self) -> None:
+        """Findings only the action knows (doctor's checks read no log the diagnoser sees) join the
+        cluster's: the findings strip, the panel, the session and its report."""
+        engine = getattr(self.app, "engine", None)
+        if engine is None or self.result is None or not getattr(self.action_cls, "raises_findings", False):
+            return
+        for f in self.result.findings:
+            engine.emit(FindingRaised(f))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker is not self._worker:

@@ -12,21 +12,24 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
+from ...logs.redact import redact
+from ...logs.sanitize import safe
 from ...model import Finding
 from ..widgets.findings_strip import SEVERITY_STYLE
 
 
 def detail(f: Finding) -> Content:
     parts: list[Content] = [
-        Content.assemble((f.severity.upper() + " ", SEVERITY_STYLE.get(f.severity, "") + " bold"), (f.title, "bold")),
-        Content.assemble(("id ", "$text-muted"), f.id, ("   source ", "$text-muted"), f.source or "-",
+        Content.assemble((f.severity.upper() + " ", SEVERITY_STYLE.get(f.severity, "") + " bold"), (safe(f.title), "bold")),
+        Content.assemble(("id ", "$text-muted"), f.id, ("   source ", "$text-muted"), safe(f.source) or "-",
                          ("   line ", "$text-muted"), str(f.line) if f.line else "-"),
     ]
     if f.explanation:
         parts += [Content(""), Content(f.explanation)]
     if f.evidence:
         parts += [Content(""), Content.styled("Evidence", "bold $accent")]
-        parts += [Content.styled("  " + ln[:400], "$text-muted") for ln in f.evidence[:20]]
+        # evidence quotes log lines: shown as they are stored (no escapes), secrets masked
+        parts += [Content.styled("  " + redact(safe(ln))[:400], "$text-muted") for ln in f.evidence[:20]]
     if f.advice:
         parts += [Content(""), Content.styled("Advice", "bold $accent"), Content(f.advice)]
     return Content("\n").join(parts)

@@ -36,8 +36,18 @@ def export_path(engine, node: str, source: str) -> Path:
 
 
 def _write_lines(path: Path, texts: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    import os
+
+    from ...logs.redact import redact
+
+    # owner-only like the session it sits in; the store's texts are redacted already, the export
+    # redacts again because it is where lines leave the app
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(redact("".join(t + "\n" for t in texts)))
 
 
 WIDE = 140  # columns needed for panes side by side
@@ -67,7 +77,7 @@ class MainScreen(Screen[None]):
                                gpu_mem_util=cfg.cluster.gpu_memory_utilization, fabric_if=n.fabric_if,
                                clock=app.clock, id=f"pane-{i}")
         yield FindingsStrip(id="findings-strip")
-        yield Footer()
+        yield Footer(show_command_palette=False)  # the top bar says ctrl+p: the room goes to the action keys
 
     def on_mount(self) -> None:
         self._layout(self.size.width)
@@ -91,7 +101,7 @@ class MainScreen(Screen[None]):
         app = self.app
         state = app.engine.state
         now = app.clock()
-        findings = state.sorted_findings()
+        findings = app.engine.ranked_findings()
         error_nodes = {f.node for f in findings if f.severity == "error"}
         for pane in self.panes:
             pane.update_from(state.nodes.get(pane.node), now, has_error=pane.node in error_nodes)
@@ -127,6 +137,7 @@ class MainScreen(Screen[None]):
 
     def _layout(self, width: int) -> None:
         self.set_class(width < max(WIDE, PANE_MIN * len(self.panes)), "-narrow")
+        self.query_one(Footer).compact = width < WIDE  # narrow: more of the action keys fit
         for i, pane in enumerate(self.panes):
             pane.set_class(i == self.active, "-active")
 
@@ -203,7 +214,7 @@ class MainScreen(Screen[None]):
             self.maximize(self.active_pane)
 
     def action_findings(self) -> None:
-        self.app.push_screen(FindingsScreen(self.app.engine.state.sorted_findings()), self.jump_to_finding)
+        self.app.push_screen(FindingsScreen(self.app.engine.ranked_findings()), self.jump_to_finding)
 
     def action_guided(self, name: str) -> None:
         self.app.open_action(name)
@@ -228,6 +239,9 @@ class MainScreen(Screen[None]):
         for i, pane in enumerate(panes):
             if pane.node == node:
                 self.action_select_node(i)
+                if source and source not in pane.store.sources(node):  # e.g. a doctor check: no log behind it
+                    self.app.notify(f"{finding.title}: from {source}, no log line to show", severity="information")
+                    return
                 if source:
                     pane.log_view.set_source(source)
                     pane.sync_cursor()

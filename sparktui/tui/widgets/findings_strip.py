@@ -1,4 +1,5 @@
-"""One line on the main screen: findings counted by severity and the newest title."""
+"""One line on the main screen: findings counted by severity and the root cause's title (the caller
+passes them ranked: most severe and most causal first)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Sequence
 from textual.content import Content
 from textual.widgets import Static
 
+from ...logs.sanitize import safe
 from ...model import Finding
 
 SEVERITY_STYLE = {"error": "$error", "warning": "$warning", "info": "$primary"}
@@ -22,10 +24,11 @@ def summary(findings: Sequence[Finding], investigate_key: str | None = None) -> 
         if n:
             parts.append((f" {n} {sev} ", f"{SEVERITY_STYLE[sev]} reverse"))
             parts.append(" ")
-    newest = max(findings, key=lambda f: f.ts)
-    where = f" ({newest.node})" if newest.node else ""
-    parts.append(("— newest: ", "$text-muted"))
-    parts.append((newest.title + where, SEVERITY_STYLE.get(newest.severity, "")))
+    # the first of the ranked findings: the root cause, not the newest consequence of it
+    top = findings[0]
+    where = f" ({top.node})" if top.node else ""
+    parts.append(("— root cause: " if len(findings) > 1 else "— ", "$text-muted"))
+    parts.append((safe(top.title + where), SEVERITY_STYLE.get(top.severity, "")))
     parts.append(("   f: panel", "$text-muted"))
     if investigate_key and any(f.id in HANG_IDS for f in findings):
         parts.append((f"   {investigate_key}: investigate the hang", "$accent bold"))

@@ -14,6 +14,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import DataTable, ProgressBar, Static
 
+from ...logs.sanitize import safe
 from ...model import MILESTONE_ORDER
 from . import node_stats
 from .log_view import LogView
@@ -80,8 +81,10 @@ class NodePane(Vertical):
             self._fill_table(ns, now)
         if self._changed("memory", (ns.memory, ns.memory_history, self.size.width)):
             # fixed one-row widgets updated every sample: skip the layout pass
-            self.query_one(".memory", Static).update(node_stats.memory(ns, self.size.width - 4, self.gpu_mem_util),
-                                                     layout=False)
+            mem = self.query_one(".memory", Static)
+            # the line is fitted to the room it really has (its parts are dropped, not cut, to fit)
+            mem.update(node_stats.memory(ns, mem.content_region.width or self.size.width - 4, self.gpu_mem_util),
+                       layout=False)
             self.query_one(".mem-spark", Static).update(node_stats.sparkline(ns.memory_history, self.size.width - 4),
                                                         layout=False)
         if self._changed("gpu", (ns.gpus, ns.gpu_available, ns.gpu_error)):
@@ -90,7 +93,7 @@ class NodePane(Vertical):
             self.query_one(".links", Static).update(node_stats.links(ns, self.fabric_if))
         if self._changed("serving", (ns.serving, self.size.width)):
             self.query_one(ServingStats).show(ns.serving, self.size.width - 4)
-        if self._changed("startup", (ns.milestones, has_error)):
+        if self._changed("startup", (ns.milestones, has_error, ns.containers)):
             value, label = node_stats.startup(ns)
             self.query_one(ProgressBar).update(progress=value)
             self.query_one(".startup", Horizontal).set_class(has_error, "-error")
@@ -127,7 +130,8 @@ class NodePane(Vertical):
         rows = []
         for c in ns.container_list():
             state = c.state.value + (f" ({c.health})" if c.health else "")
-            rows.append((c, (c.name, c.image, state, node_stats.uptime_or_exit(c, now))))
+            # names, images and states come from the node's dockerd: one safe line each
+            rows.append((c, (safe(c.name), safe(c.image), safe(state), safe(node_stats.uptime_or_exit(c, now)))))
         widths = [max([len(h)] + [len(r[1][i]) for r in rows]) for i, h in enumerate(COLUMNS)]
         widths = [min(w, cap) for w, cap in zip(widths, (28, 40, 20, 12))]
         if widths != self._widths:  # explicit widths: re-add the columns when content needs it

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 from textual.content import Content
 
+from ...logs.redact import redact
+from ...logs.sanitize import safe
 from ...model import MILESTONE_ORDER, ContainerInfo, ContainerState
 from ..format import bar, clock, duration, gib, level
 
@@ -37,14 +39,14 @@ def header(node: "NodeState", now: float, role: str = "", retry_left: float | No
     elif node.reachable:
         parts.append(("  ● reachable", "$success"))
         if node.docker_error:
-            parts.append(("  ⚠ docker: " + node.docker_error[:100], "$warning bold"))
+            parts.append(("  ⚠ docker: " + safe(node.docker_error)[:100], "$warning bold"))
     else:
         parts.append((f"  ✖ unreachable since {clock(node.unreachable_since)}", "$error bold"))
         retry = node.retry_in if retry_left is None else retry_left
         if retry is not None:
             parts.append((f", retry in {max(0, round(retry))}s", "$error"))
         if node.error:
-            parts.append(("  " + node.error[:120], "$text-muted"))
+            parts.append(("  " + safe(node.error)[:120], "$text-muted"))
     meta = " · ".join(x for x in (node.backend, role) if x)
     if meta:
         parts.append(("  " + meta, "$text-muted"))
@@ -72,32 +74,43 @@ def memory(node: "NodeState", width: int, gpu_mem_util: float | None = None) -> 
     if m is None:
         return Content.styled("MEM  waiting for a sample…", "$text-muted")
     frac = m.used_fraction
-    gauge_w = max(8, min(30, width - 56))
-    filled, empty = bar(frac, gauge_w)
-    parts: list[str | tuple[str, str]] = [
-        ("MEM ", "bold"), (filled, level(frac)), (empty, "$panel"),
-        f" {gib(m.used)}/{gib(m.total)} GiB",
-        ("  cache " + gib(m.cached), "$text-muted"),
-    ]
+    used = f" {gib(m.used)}/{gib(m.total)} GiB"
+    # (drop order, text, style) in display order: a narrow pane drops page cache, then PSI, and then
+    # shrinks the gauge, rather than cutting "vLLM wants" off mid-number
+    extras: list[tuple[int, str, str]] = [(0, "  cache " + gib(m.cached), "$text-muted")]
     if m.psi_some_avg10 is not None:
         psi_style = "$error" if m.psi_some_avg10 >= 10 else ("$warning" if m.psi_some_avg10 >= 1 else "$text-muted")
-        parts.append((f"  PSI {m.psi_some_avg10:.1f}%", psi_style))
+        extras.append((1, f"  PSI {m.psi_some_avg10:.1f}%", psi_style))
     if gpu_mem_util:
         want = gpu_mem_util * m.total
         style = "$error" if want > m.available and frac < 0.5 else "$text-muted"
-        parts.append((f"  vLLM wants {gib(want)} ({gpu_mem_util:.2f}×)", style))
+        extras.append((2, f"  vLLM wants {gib(want)} ({gpu_mem_util:.2f}×)", style))
+    fixed = len("MEM ") + len(used)
+
+    def need() -> int:
+        return fixed + sum(len(t) for _, t, _ in extras)
+
+    while len(extras) > 1 and need() + GAUGE_MIN > width:
+        extras.remove(min(extras))
+    gauge_w = max(3, min(30, width - need()))  # below GAUGE_MIN only when the numbers need it
+    filled, empty = bar(frac, gauge_w)
+    parts: list[str | tuple[str, str]] = [("MEM ", "bold"), (filled, level(frac)), (empty, "$panel"), used,
+                                          *((t, st) for _, t, st in extras)]
     return Content.assemble(*parts)
+
+
+GAUGE_MIN = 8
 
 
 def gpu(node: "NodeState") -> Content:
     if node.gpu_available is False:
-        return Content.styled("GPU  none (no nvidia-smi" + (f": {node.gpu_error}" if node.gpu_error else "") + ")",
+        return Content.styled("GPU  none (no nvidia-smi" + (f": {safe(node.gpu_error)}" if node.gpu_error else "") + ")",
                               "$text-muted")
     if not node.gpus:
         return Content.styled("GPU  waiting for a sample…", "$text-muted")
     lines: list[Content] = []
     for g in node.gpus:
-        parts: list[str | tuple[str, str]] = [(f"GPU{g.index} ", "bold"), g.name]
+        parts: list[str | tuple[str, str]] = [(f"GPU{g.index} ", "bold"), safe(g.name)]
         if g.util_percent is not None:
             parts += ["  util ", (f"{g.util_percent:.0f}%", level(g.util_percent / 100, 0.5, 0.9))]
         if g.power_w is not None:
@@ -114,7 +127,7 @@ def gpu(node: "NodeState") -> Content:
         lines.append(Content.assemble(*parts))
         for p in g.processes[:3]:
             used = "[N/A]" if p.used_memory_bytes is None else f"{gib(p.used_memory_bytes)} GiB"
-            lines.append(Content.assemble(("   pid ", "$text-muted"), str(p.pid), " ", p.name[:40], ("  " + used, "$text-muted")))
+            lines.append(Content.assemble(("   pid ", "$text-muted"), str(p.pid), " ", safe(p.name)[:40], ("  " + used, "$text-muted")))
     return Content("\n").join(lines)
 
 
@@ -126,10 +139,10 @@ def links(node: "NodeState", fabric_if: str | None = None) -> Content:
     parts: list[str | tuple[str, str]] = [("NET ", "bold")]
     for ln in chosen[:3]:
         up = ln.state.upper() == "UP"
-        parts.append((f" {ln.name} ", "bold" if ln.name == fabric_if else ""))
-        parts.append(("UP" if up else ln.state, "$success" if up else "$error"))
+        parts.append((f" {safe(ln.name)} ", "bold" if ln.name == fabric_if else ""))
+        parts.append(("UP" if up else safe(ln.state), "$success" if up else "$error"))
         addr = ln.addresses[0] if ln.addresses else "no address"
-        extra = " ".join(x for x in (addr, f"mtu {ln.mtu}" if ln.mtu else "", ln.rdma_device or "") if x)
+        extra = safe(" ".join(x for x in (addr, f"mtu {ln.mtu}" if ln.mtu else "", ln.rdma_device or "") if x))
         parts.append((" " + extra + " ", "$text-muted"))
     return Content.assemble(*parts)
 
@@ -149,8 +162,22 @@ def startup(node: "NodeState") -> tuple[float, Content]:
         value = idx + m.progress
     label = PHASE_LABELS.get(phase, phase)
     pct = f" {m.progress * 100:.0f}%" if phase == "weights_loading" and m.progress is not None else ""
-    text = (m.text or "")[:60]
+    dead = _stopped_container(node, m.source)
+    if dead is not None:  # the process behind the milestones is gone: the bar no longer advances
+        end = f"exit {dead.exit_code}" if dead.exit_code is not None else dead.state.value
+        return value, Content.assemble(("✖ ", "$error"), (f"stopped at {label}{pct}", "$error bold"),
+                                       (f"  {safe(dead.name)} {end}", "$text-muted"))
+    text = redact(safe(m.text))[:60]  # a milestone quotes a log line
     return value, Content.assemble(("▶ ", "$accent"), (label + pct, "bold"), ("  " + text, "$text-muted"))
+
+
+def _stopped_container(node: "NodeState", source: str) -> ContainerInfo | None:
+    """The container a milestone came from (source ``node/container``), when it no longer runs."""
+    name = source.split("/", 1)[1] if source.startswith(node.name + "/") else source
+    c = node.containers.get(name)
+    if c is None or c.state not in (ContainerState.EXITED, ContainerState.DEAD, ContainerState.REMOVED):
+        return None
+    return c
 
 
 SPARK = "▁▂▃▄▅▆▇█"
