@@ -102,14 +102,16 @@ def test_mp_cluster_lifecycle_stale_replace_killed_launch_attach_serve_worker_di
                                  "--replace"], cwd=str(ROOT), stdout=subprocess.DEVNULL, stderr=log)
 
         def labelled():
+            # started, not only created: a launch killed between create and start leaves a half-made
+            # cluster that the next launch rightly refuses (--replace), which is not what this step tries
             for n in nodes:
-                lab = bed.docker(n, "inspect", "--format", '{{index .Config.Labels "sparktui.launch"}}',
-                                 name).stdout.strip()
-                if not lab:
+                lab = bed.docker(n, "inspect", "--format",
+                                 '{{index .Config.Labels "sparktui.launch"}} {{.State.Running}}', name).stdout.split()
+                if len(lab) != 2 or lab[1] != "true":
                     return None
             return True
 
-        _until(labelled, 120, "both containers of the new launch")
+        _until(labelled, 120, "both containers of the new launch running")
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
         out = _launch_ready(bed, cfg)
