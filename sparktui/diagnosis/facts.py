@@ -213,7 +213,7 @@ def rank_facts(ev: Evidence) -> list[RankFacts]:
             rf.rank = int(m.groups[1])
         if rf.world_size is None:
             init = rf.first("init_start") or rf.first("init_complete")
-            if init:
+            if init and int(init.groups[2]) <= 1 << 16:  # a damaged log's nranks must not size a range()
                 rf.world_size = int(init.groups[2])
     return sorted(out.values(), key=lambda r: (r.node, r.rank if r.rank is not None else 1 << 30, r.pid or 0))
 

@@ -5,6 +5,8 @@ Pure functions of the gathered facts (verdict._Ctx); each notes the lines it rel
 
 from __future__ import annotations
 
+import re
+
 from . import pyspy as pyspy_mod
 from .facts import RankFacts
 from .verdict import Verdict, _Ctx, _desync_in_logs, _who
@@ -51,6 +53,8 @@ def rule_r1(c: _Ctx) -> Verdict | None:
                 conf = max(conf, 0.75 if peers else 0.6)
     for n in c.ev.nodes:
         for line in n.dmesg:
+            if "Out of memory: Killed process" in line and not _oom_could_be_a_rank(c, n.node, line):
+                continue
             if "Out of memory: Killed process" in line or "NVRM: Xid" in line:
                 c.note(n.node, "dmesg: " + line[:200])
                 why.append("the kernel log shows " + ("an OOM kill" if "Out of memory" in line else "a GPU Xid"))
@@ -65,6 +69,24 @@ def rule_r1(c: _Ctx) -> Verdict | None:
         ids.insert(0, "host_oom_killed")
     return c.make("R1", True, ids, conf + 0.03 * (len(why) - 1),
                   who=who, why="; ".join(dict.fromkeys(why)))
+
+
+_OOM_VICTIM = re.compile(r"Killed process (\d+) \(([^)]*)\)")
+_WORKER_NAMES = ("vllm", "ray::", "sglang", "torchrun", "engine")
+
+
+def _oom_could_be_a_rank(c: _Ctx, node: str, line: str) -> bool:
+    """An OOM kill on the node is a dead peer only when it could have hit a rank: one of the ranks'
+    pids, a worker-named process, or a node where a rank is gone.  The host's kernel log keeps
+    kills from long before this run (another job, another day): those are not evidence here."""
+    m = _OOM_VICTIM.search(line)
+    if m is None:
+        return True  # a line we cannot read: keep the old, cautious reading
+    pid, name = int(m.group(1)), m.group(2).lower()
+    ranks = [r for r in c.ranks if r.node == node]
+    if any(r.pid == pid for r in ranks) or any(w in name for w in _WORKER_NAMES):
+        return True
+    return not ranks or any(r.alive is False for r in ranks)
 
 
 # --------------------------------------------------------------------------- R2 / R3

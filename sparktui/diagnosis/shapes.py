@@ -16,6 +16,8 @@ from typing import Any
 
 MAX_JSON_BYTES = 16 << 20
 
+MAX_RANKS = 1 << 16  # more ranks than any cluster has: beyond it a number is damage, not data
+
 
 class ShapeError(ValueError):
     """A document of the wrong shape (one line: where, which field, what was found)."""
@@ -176,8 +178,8 @@ def worker(data: Any, where: str, field: str) -> dict:
     pid = integer(data, "pid", where, field=f"{field}.pid", optional=False)
     for k in ("rank", "world_size"):
         v = integer(data, k, where, field=f"{field}.{k}")
-        if v is not None and v < 0:
-            raise _fail(where, f"{field}.{k}", v, "a rank number >= 0")
+        if v is not None and not 0 <= v <= MAX_RANKS:  # rules walk range(world_size): a bound, not a DoS
+            raise _fail(where, f"{field}.{k}", v, f"a rank number in 0..{MAX_RANKS}")
     return {"pid": pid, "rank": data.get("rank"), "world_size": data.get("world_size"),
             "alive": boolean(data, "alive", where, True, field=f"{field}.alive"),
             "cmdline": string(data, "cmdline", where, field=f"{field}.cmdline"),

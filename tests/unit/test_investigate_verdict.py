@@ -125,3 +125,18 @@ def test_oom_kill_in_kernel_log_is_a_dead_peer():
     v = decide(ev)
     assert v.rule == "R1" and v.finding_ids[0] == "host_oom_killed"
     assert any("dmesg: " in line for line in v.evidence["local"])
+
+
+def test_an_oom_kill_that_hit_no_rank_is_not_a_dead_peer():
+    """The host's kernel log keeps kills of other jobs (seen on this machine: a test's own 22 GB
+    python3); a kill of a pid that is none of the ranks', while every rank lives, is not evidence."""
+    ((_, ev),) = read_bundle(CAP / "desync_ras")
+    ranks = {w.pid for n in ev.nodes for w in n.workers}
+    other = max(ranks | {1}) + 1000
+    ev.nodes[0].dmesg = [f"[Tue Dec  1 06:58:40 2026] Out of memory: Killed process {other} (python3) "
+                         "total-vm:23242564kB, anon-rss:22074680kB"]
+    v = decide(ev)
+    assert v.rule == "R4" and "host_oom_killed" not in v.finding_ids
+    ev.nodes[0].dmesg = [f"[Tue Dec  1 06:58:40 2026] Out of memory: Killed process {other} (VLLM::Worker_TP1) "
+                         "total-vm:1234kB"]
+    assert decide(ev).rule == "R1"  # a worker-named victim is a rank even when its pid was not seen
