@@ -86,7 +86,7 @@ def _oom_could_be_a_rank(c: _Ctx, node: str, line: str) -> bool:
     ranks = [r for r in c.ranks if r.node == node]
     if any(r.pid == pid for r in ranks) or any(w in name for w in _WORKER_NAMES):
         return True
-    return not ranks or any(r.alive is False for r in ranks)
+    return any(r.alive is False for r in ranks)
 
 
 # --------------------------------------------------------------------------- R2 / R3
