@@ -35,7 +35,7 @@ FORMS = [
     pytest.param(f"+ vllm serve /models/q --hf-token {SECRET}", SECRET, id="hf-token-flag"),
     pytest.param("+ vllm serve /models/q --api-key 9876543210", "9876543210", id="flag-numeric"),
     pytest.param(f'["vllm", "serve", "--api-key", "{SECRET}"]', SECRET, id="argv-json"),
-    pytest.param(f"HF_TOKEN={SECRET} VLLM_HOST_IP=10.0.0.1", SECRET, id="env-assign"),
+    pytest.param(f"HF_TOKEN={SECRET} VLLM_HOST_IP=127.0.0.9", SECRET, id="env-assign"),
     pytest.param(f"export VLLM_API_KEY='{SECRET}'", SECRET, id="env-quoted"),
     pytest.param(f'{{"HF_TOKEN": "{SECRET}", "model": "/models/q"}}', SECRET, id="json-key"),
     pytest.param(f"non-default args: {{'api_key': ['{SECRET}'], 'port': 8000}}", SECRET, id="python-repr"),

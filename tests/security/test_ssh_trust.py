@@ -13,11 +13,11 @@ import pytest
 from sparktui.nodes import hostkeys
 
 
-def offered(tmp_path: Path, kh: Path, host="10.1.230.180", port=22, changed=False) -> hostkeys.OfferedKey:
+def offered(tmp_path: Path, kh: Path, host="127.0.0.99", port=22, changed=False) -> hostkeys.OfferedKey:
     key = asyncssh.generate_private_key("ssh-ed25519")
     pub = tmp_path / f"offered-{port}.pub"
     key.write_public_key(str(pub))
-    k = hostkeys.classify(key.convert_to_public(), host, "10.1.230.180", port, str(kh))
+    k = hostkeys.classify(key.convert_to_public(), host, "127.0.0.99", port, str(kh))
     assert k.changed is changed
     return k
 
@@ -62,7 +62,7 @@ def test_hint_for_a_changed_key_replaces_the_old_one(tmp_path):
     kh = d / "known_hosts"
     old = asyncssh.generate_private_key("ssh-ed25519").export_public_key("openssh").decode().split()
     keep = "other.example " + " ".join(old[:2])
-    kh.write_text(f"10.1.230.180 {old[0]} {old[1]}\n{keep}\n")
+    kh.write_text(f"127.0.0.99 {old[0]} {old[1]}\n{keep}\n")
     k = offered(tmp_path, kh, changed=True)
     hint = hostkeys.hint(k)
     assert "really reinstalled" in hint and k.fingerprint in hint

@@ -71,7 +71,7 @@ def _run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
 
 def test_diagnose_text_and_json_from_a_hostile_file_and_file_name(tmp_path):
     name = tmp_path / f"rank0{CLEAR}{OSC0}.log"
-    nccl = f"node1:123:456 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0> {HOSTILE}"
+    nccl = f"node1:123:456 [0] NCCL INFO Bootstrap : Using eth0:127.0.0.9<0> {HOSTILE}"
     name.write_text(f"{nccl}\ntorch.OutOfMemoryError: CUDA out of memory. {HOSTILE}\n", encoding="utf-8")
     text = _run("diagnose", str(name))
     assert text.returncode == 1
