@@ -34,6 +34,19 @@ def _lenient(kind: type):
     return parse
 
 
+class _VersionAction(argparse.Action):
+    """--version: versions from package metadata (nothing heavy imported), then exit 0."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .versions import version_text
+
+        print(version_text())
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="sparktui",
@@ -44,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--read-only", action="store_true", help="hide and refuse every mutating action (observer mode)")
     p.add_argument("--no-mouse", action="store_true", help="do not capture the mouse (keeps tmux copy-mode simple)")
     p.add_argument("--theme", choices=THEMES, default=None, help="colour theme")
+    p.add_argument("--version", action=_VersionAction,
+                   help="print the versions of sparktui, Python, textual, asyncssh and the docker SDK")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     d = sub.add_parser("demo", help="the TUI on the embedded simulated two-node cluster (no hardware needed)")
@@ -84,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
         _common(a)
         a.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
         a.add_argument("--json", action="store_true")
+        # the cluster lock on the head node (one mutating action at a time, across operators)
+        a.add_argument("--wait", action="store_true", help="queue behind another operator's action instead of refusing")
+        a.add_argument("--break-lock", action="store_true",
+                       help="break a STALE cluster lock (its holder's sparktui is gone) without asking")
         if name == "validate":
             a.add_argument("--node", help="node to validate on (default: the head)")
             a.add_argument("--image", help="image to validate (default: cluster.hybrid_image or cluster.image)")
@@ -131,8 +150,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("report", help="Markdown incident report of a session (default: the latest)")
     rp.add_argument("session", nargs="?")
+    ss = sub.add_parser("sessions", help="list the recorded sessions, newest first")
+    _common(ss)
+    ss.add_argument("--json", action="store_true")
     rl = sub.add_parser("replay", help="replay a recorded session in the TUI")
     rl.add_argument("session")
+    rl.add_argument("--speed", type=_lenient(float), default=1.0, metavar="X",
+                    help="playback speed factor (default 1.0; keys < and > halve and double it)")
+    rl.add_argument("--at", metavar="TIME", default=None,
+                    help="where to start: start (default), end, HH:MM:SS, or +SECONDS from the start")
+    it = sub.add_parser("init", help="write cluster.toml from ~/.ssh/config hosts, probing each node")
+    it.add_argument("--host", action="append", metavar="NAME",
+                    help="an ssh config Host to use (repeatable, the first is the head; default: ask)")
+    it.add_argument("--output", "-o", metavar="PATH", default=None,
+                    help="where to write (default: $SPARKTUI_CONFIG or ~/.config/sparktui/cluster.toml)")
+    it.add_argument("--yes", "-y", action="store_true", help="overwrite an existing file without asking")
+    it.add_argument("--timeout", type=float, default=10.0, help="seconds to connect to each node (default 10)")
+    cp = sub.add_parser("completion", help="print a shell completion script (bash or zsh)")
+    cp.add_argument("shell", choices=("bash", "zsh"))
     # contract commands whose module is not in this build say so in --help (find_spec imports nothing)
     import importlib.util
 

@@ -416,7 +416,8 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
     try:
         text = p.read_bytes().decode("utf-8")
     except FileNotFoundError:
-        raise ConfigError(p, "file not found", hint="copy cluster.example.toml there, or pass --config PATH") from None
+        raise ConfigError(p, "file not found", hint="run `sparktui init` to write it from your ~/.ssh/config hosts, "
+                          "or `sparktui demo` to try sparktui without a cluster; or pass --config PATH") from None
     except IsADirectoryError:
         raise ConfigError(p, "is a directory, not a file", hint="pass the path of a .toml file") from None
     except PermissionError:

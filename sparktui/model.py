@@ -321,6 +321,23 @@ class Note:
     ts: float = field(default_factory=now)
 
 
+@dataclass(frozen=True, slots=True)
+class TimelineEntry:
+    """An action step or note of ANOTHER operator's session on the same cluster, read from the
+    shared timeline on the head node (actions/shared_timeline.py), so a watcher sees what the
+    driver did.  Own records are never turned into these (they are ActionEvents and Notes)."""
+
+    kind: Literal["action", "note"]
+    operator: str  # "user@host"
+    session: str
+    message: str = ""
+    action: str = ""
+    step: str = ""
+    status: str = ""
+    node: str = ""
+    ts: float = field(default_factory=now)
+
+
 Event = Union[
     NodeReachability,
     DockerStatus,
@@ -336,6 +353,7 @@ Event = Union[
     MilestoneReached,
     ActionEvent,
     Note,
+    TimelineEntry,
 ]
 
 MILESTONE_ORDER: tuple[str, ...] = (

@@ -34,11 +34,14 @@ from .model import (
     Note,
     SEVERITY_RANK,
     ServingSample,
+    TimelineEntry,
 )
 
 MEMORY_HISTORY = 240  # samples kept for the sparkline (4 min at 1 Hz)
 SERVING_HISTORY = 120  # serving samples kept per series (6 min at one scrape per 3 s)
 # ServingSample fields with a sparkline; a None (not measurable) stays a gap, never a 0
+TIMELINE_KEEP = 500  # other operators' timeline entries kept for the timeline screen
+CHANGES_KEEP = 500  # reachability / container state changes kept for the timeline screen
 SERVING_SERIES = ("running", "waiting", "kv_cache_usage", "prompt_tps", "generation_tps", "requests_ps",
                   "ttft_mean", "e2e_mean")
 
@@ -95,12 +98,23 @@ class NodeState:
 
 
 @dataclass(frozen=True)
+class StateChange:
+    """A node or container changed state (reachability, container state): for the timeline."""
+
+    ts: float
+    node: str
+    text: str
+
+
+@dataclass(frozen=True)
 class ClusterState:
     nodes: Mapping[str, NodeState] = field(default_factory=lambda: _frozen({}))
     order: tuple[str, ...] = ()
     findings: tuple[Finding, ...] = ()
     actions: tuple[ActionEvent, ...] = ()
     notes: tuple[Note, ...] = ()
+    timeline: tuple[TimelineEntry, ...] = ()  # other operators' actions and notes (shared timeline)
+    changes: tuple[StateChange, ...] = ()  # newest last
     events_seen: int = 0
 
     @classmethod
@@ -147,8 +161,49 @@ def _serving(cur: ServingState | None, ev: ServingSample) -> ServingState:
     return ServingState(up=True, sample=ev, last_up=ev, down_since=None, history=_frozen(hist))
 
 
+def _changed(state: ClusterState, *changes: StateChange) -> ClusterState:
+    return replace(state, changes=(state.changes + changes)[-CHANGES_KEEP:]) if changes else state
+
+
+def _container_changes(node: NodeState, containers, ts: float) -> list[StateChange]:
+    """One change per container that is new or whose state differs from what the node held."""
+    out = []
+    for c in containers:
+        old = node.containers.get(c.name)
+        if old is None or old.state is not c.state:
+            out.append(StateChange(ts, node.name, f"container {c.name}: {c.state.value}"))
+    return out
+
+
 def reduce(state: ClusterState, event: Event) -> ClusterState:
     """Return the state after ``event``.  Unknown events leave the state unchanged."""
+    state = _record_change(state, event)
+    return _reduce(state, event)
+
+
+def _record_change(state: ClusterState, event: Event) -> ClusterState:
+    """The transitions worth a timeline row; repeats (a retry still unreachable) add nothing."""
+    if isinstance(event, NodeReachability):
+        old = state.nodes.get(event.node)
+        was = old.reachable if old is not None else None
+        if event.reachable and was is not True:
+            return _changed(state, StateChange(event.ts, event.node, "reachable"))
+        if not event.reachable and was is not False:
+            return _changed(state, StateChange(event.ts, event.node, f"unreachable: {event.error or 'no answer'}"))
+        return state
+    if isinstance(event, ContainersSnapshot):
+        old = state.nodes.get(event.node) or NodeState(name=event.node)
+        names = {c.name for c in event.containers}
+        gone = [StateChange(event.ts, event.node, f"container {name}: gone")
+                for name, c in old.containers.items() if name not in names and c.state is not ContainerState.REMOVED]
+        return _changed(state, *_container_changes(old, event.containers, event.ts), *gone)
+    if isinstance(event, ContainerChanged):
+        old = state.nodes.get(event.node) or NodeState(name=event.node)
+        return _changed(state, *_container_changes(old, (event.container,), event.ts))
+    return state
+
+
+def _reduce(state: ClusterState, event: Event) -> ClusterState:
     if isinstance(event, NodeReachability):
         def f(n: NodeState) -> NodeState:
             if event.reachable:
@@ -213,6 +268,9 @@ def reduce(state: ClusterState, event: Event) -> ClusterState:
         return replace(state, actions=(state.actions + (event,))[-500:], events_seen=state.events_seen + 1)
     if isinstance(event, Note):
         return replace(state, notes=state.notes + (event,), events_seen=state.events_seen + 1)
+    if isinstance(event, TimelineEntry):
+        return replace(state, timeline=(state.timeline + (event,))[-TIMELINE_KEEP:],
+                       events_seen=state.events_seen + 1)
     return state
 
 

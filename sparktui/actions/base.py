@@ -86,6 +86,10 @@ class ActionContext:
         confirm: ConfirmFn | None = None,
         read_only: bool = False,
         assume_yes: bool = False,
+        lock_wait: bool = False,
+        break_lock: bool = False,
+        lock_root: str | None = None,
+        session_id: str = "",
     ) -> None:
         self.config = config
         self.nodes = dict(nodes)
@@ -96,11 +100,24 @@ class ActionContext:
         self._cleanups: list[Callable[[], Awaitable[None]]] = []
         self.action_name = ""
         self.steps: list[StepRecord] = []
+        # the cluster lock (lock.py): queue behind a holder (--wait), break a stale one (--break-lock),
+        # where it lives on the head (tests: elsewhere; default ~/.local/state/sparktui/clusters)
+        self.lock_wait = lock_wait
+        self.break_lock = break_lock
+        self.lock_root = lock_root
+        self.session_id = session_id
+        self.lock = None  # the ClusterLock a running mutating action holds
+
+    # the cluster's shared timeline (actions/shared_timeline.TimelineWriter): set by a face that has one
+    timeline: Any = None
 
     def emit(self, step: str, status: str, message: str = "", *, progress: float | None = None, node: str = "",
              key: str = "") -> None:
-        self._emit(ActionEvent(action=self.action_name, step=step, status=status,  # type: ignore[arg-type]
-                               message=message, progress=progress, node=node, key=key))
+        ev = ActionEvent(action=self.action_name, step=step, status=status,  # type: ignore[arg-type]
+                         message=message, progress=progress, node=node, key=key)
+        self._emit(ev)
+        if self.timeline is not None:  # queued, never awaited: the action does not wait on the head
+            self.timeline.action(ev)
 
     async def confirm(self, title: str, detail: str = "") -> bool:
         """Ask before something destructive.  Read-only refuses; --yes accepts."""
@@ -163,27 +180,54 @@ class Action:
     async def run(self, ctx: ActionContext) -> ActionResult:
         ctx.action_name = self.name
         if self.mutating and ctx.read_only:
-            ctx.emit("start", "failed", "refused: read-only mode")
-            return ActionResult(self.name, False, "refused: read-only mode")
+            why = f"{self.name} refused: read-only mode (--read-only) forbids changing the cluster"
+            ctx.emit("start", "failed", why)
+            return ActionResult(self.name, False, why, data={"refused": "read_only"})
+        lock = None
+        if self.mutating:
+            from .lock import ClusterLock, LockHeld
+
+            # one mutating action per cluster, across operators: taken on the head before anything runs
+            try:
+                lock = ClusterLock.for_context(ctx)
+                if lock is not None:
+                    await lock.acquire(ctx, self.name)
+            except ActionRefused as exc:
+                ctx.emit("lock", "failed", str(exc))
+                data: dict[str, Any] = {"refused": "lock"}
+                if isinstance(exc, LockHeld):
+                    data["lock_holder"] = exc.holder.to_json()
+                return ActionResult(self.name, False, str(exc), steps=ctx.steps, data=data)
+            if lock is not None:
+                lock.start_heartbeat(lambda why: ctx.emit("lock", "warn", why))
+            ctx.lock = lock
         try:
-            result = await self.execute(ctx)
-        except asyncio.CancelledError:
+            try:
+                result = await self.execute(ctx)
+            except asyncio.CancelledError:
+                await ctx.run_cleanups()
+                ctx.emit("end", "cancelled", "cancelled; cleaned up")
+                raise
+            except ActionRefused as exc:
+                await ctx.run_cleanups()
+                return ActionResult(self.name, False, str(exc), steps=ctx.steps)
+            except ActionFailed as exc:
+                await ctx.run_cleanups()
+                return ActionResult(self.name, False, str(exc), steps=ctx.steps)
+            except Exception as exc:
+                await ctx.run_cleanups()
+                return ActionResult(self.name, False, f"{type(exc).__name__}: {exc}", steps=ctx.steps)
             await ctx.run_cleanups()
-            ctx.emit("end", "cancelled", "cancelled; cleaned up")
-            raise
-        except ActionRefused as exc:
-            await ctx.run_cleanups()
-            return ActionResult(self.name, False, str(exc), steps=ctx.steps)
-        except ActionFailed as exc:
-            await ctx.run_cleanups()
-            return ActionResult(self.name, False, str(exc), steps=ctx.steps)
-        except Exception as exc:
-            await ctx.run_cleanups()
-            return ActionResult(self.name, False, f"{type(exc).__name__}: {exc}", steps=ctx.steps)
-        await ctx.run_cleanups()
-        if not result.steps:
-            result.steps = ctx.steps
-        return result
+            if not result.steps:
+                result.steps = ctx.steps
+            return result
+        finally:
+            if lock is not None:
+                try:  # shielded: a Ctrl+C must not leave the lock behind for the next operator
+                    await asyncio.shield(lock.release())
+                except Exception as exc:
+                    ctx.emit("lock", "warn", f"cluster lock not released: {exc}")
+                ctx.lock = None
 
 
 async def cli_confirm(title: str, detail: str = "") -> bool:

@@ -100,7 +100,8 @@ async def _run(config: Config, action: Action, args, transient: bool = False) ->
     nodes = make_nodes(config)
     printer = _Printer(transient=transient)
     ctx = ActionContext(config, nodes, emit=printer, confirm=cli_confirm,
-                        read_only=bool(getattr(args, "read_only", False)), assume_yes=bool(getattr(args, "yes", False)))
+                        read_only=bool(getattr(args, "read_only", False)), assume_yes=bool(getattr(args, "yes", False)),
+                        lock_wait=bool(getattr(args, "wait", False)), break_lock=bool(getattr(args, "break_lock", False)))
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     # SIGINT too, explicitly: a process started with SIGINT ignored (`trap "" INT`, nohup, some CI

@@ -190,7 +190,8 @@ def _serve_common(config: Config, model: str, tp: int) -> list[str]:
     return argv
 
 
-def plan_cluster(config: Config, *, launch_id: str = "") -> ClusterPlan:
+def plan_cluster(config: Config, *, launch_id: str = "", owner: dict[str, str] | None = None) -> ClusterPlan:
+    """``owner``: the operator's labels (lock.owner_labels) every container carries; not in the plan hash."""
     c = config.cluster
     if not config.nodes:
         raise PlanError("no nodes configured")
@@ -245,7 +246,7 @@ def plan_cluster(config: Config, *, launch_id: str = "") -> ClusterPlan:
             volumes[path] = {"bind": mount, "mode": "ro" if c.mount_readonly else "rw"}
         labels = {LABEL: c.name, LABEL_NODE: n.name, LABEL_RANK: str(rank), LABEL_ROLE: role, LABEL_LAUNCH: launch_id,
                   LABEL_PLAN: plan_hash, LABEL_EXECUTOR: f"{c.engine}/{c.executor}", LABEL_NNODES: str(nnodes),
-                  LABEL_SERVE: f"{c.serve_host}:{c.serve_port}"}
+                  LABEL_SERVE: f"{c.serve_host}:{c.serve_port}", **(owner or {})}
         rdma = bool(n.ib_hcas)
         caps = ("SYS_PTRACE",) + (("IPC_LOCK",) if rdma else ())  # py-spy inside; RDMA pins memory
         ulimits = (("stack", 67108864, 67108864),) + ((("memlock", -1, -1),) if rdma else ())

@@ -24,11 +24,12 @@ import uuid
 from typing import Any
 
 from ..model import Finding
-from ..probes.cluster import Assessment, assess, find_cluster, parse_ray_status
+from ..probes.cluster import LABEL_LAUNCH, Assessment, assess, find_cluster, parse_ray_status
 from ..probes.serving import ServingError, endpoint, server_info
 from .base import Action, ActionContext, ActionFailed, ActionResult
 from .cluster_plan import ClusterPlan, NodePlan, PlanError, plan_cluster
 from .container_logs import LogPump
+from .lock import owner_labels
 
 def _finding(fid: str, title: str, *, node: str = "", evidence=(), advice: str = "") -> Finding:
     from ..probes.cluster import _catalogued
@@ -46,6 +47,7 @@ class LaunchAction(Action):
         self.timeout = timeout
         self._remove_on_exit = False
         self._started: list[NodePlan] = []
+        self._ids: dict[str, str] = {}  # node -> id of the container THIS launch started
         self._clients: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ the workflow
@@ -56,7 +58,7 @@ class LaunchAction(Action):
 
             return await launch_with_script(self, ctx)
         try:
-            plan = plan_cluster(ctx.config, launch_id=uuid.uuid4().hex[:12])
+            plan = plan_cluster(ctx.config, launch_id=uuid.uuid4().hex[:12], owner=owner_labels(ctx))
         except PlanError as exc:
             raise ActionFailed(f"cannot launch: {exc}") from None
         nodes = {np.node: ctx.nodes[np.node] for np in plan.nodes}
@@ -192,10 +194,26 @@ class LaunchAction(Action):
         for np in plan.nodes:  # the head first: the workers connect to it
             async with ctx.step("start", f"{np.container} ({np.role}, rank {np.rank})", node=np.node) as rec:
                 client = self._clients[np.node]
-                container = await asyncio.to_thread(client.containers.run, np.image, **np.run_kwargs())
+                try:
+                    container = await asyncio.to_thread(client.containers.run, np.image, **np.run_kwargs())
+                except Exception:
+                    await self._adopt_created(np, plan)
+                    raise
                 self._started.append(np)
+                self._ids[np.node] = container.id
                 rec.message = f"container {container.short_id} started (rank {np.rank})"
                 ctx.emit("milestone", "progress", "container started", node=np.node, key="container_started")
+
+    async def _adopt_created(self, np: NodePlan, plan: ClusterPlan) -> None:
+        """A container docker created but could not start (e.g. no such executable) is still this
+        launch's, by its launch label: hand it to the cleanup so no half cluster is left."""
+        try:
+            info = await asyncio.to_thread(self._clients[np.node].api.inspect_container, np.container)
+        except Exception:
+            return
+        if ((info.get("Config") or {}).get("Labels") or {}).get(LABEL_LAUNCH) == plan.launch_id:
+            self._started.append(np)
+            self._ids[np.node] = info["Id"]
 
     async def _ray_gate(self, ctx: ActionContext, plan: ClusterPlan, findings: list[Finding]) -> bool:
         """Ray must list every node and enough GPUs before serve starts (the story's launcher never checked)."""
@@ -421,4 +439,6 @@ class LaunchAction(Action):
         if not self._remove_on_exit:
             return
         for np in reversed(self._started):
-            await self._remove(np.node, np.container)
+            # by id where this launch started it: a container of the same name made since by someone
+            # else is not ours to remove
+            await self._remove(np.node, self._ids.get(np.node, np.container))

@@ -24,6 +24,7 @@ from .checks.entrypoint import passes_args
 from .container_logs import LogPump
 from .checks.fit import compute_fit, gib, parse_meminfo
 from .image import default_image
+from .lock import LABEL_ACTION, LABEL_OPERATOR, LABEL_SESSION, owner_labels
 
 OOM_IDS = {"cuda_oom", "kv_cache_oom", "insufficient_free_memory", "host_oom_killed"}
 ENGINE_READY = {"kv_cache", "cuda_graphs", "api_ready"}  # enough when an OOM is predicted anyway
@@ -129,18 +130,40 @@ class ValidateAction(Action):
         client = await node.docker()
         import docker.errors
 
-        async def remove() -> None:
+        mine = owner_labels(ctx)
+
+        async def owner_of() -> dict | None:
+            """Labels of the container named cname on the node (None: there is none)."""
             try:
-                await asyncio.to_thread(lambda: client.api.remove_container(cname, force=True))
+                info = await asyncio.to_thread(client.api.inspect_container, cname)
             except docker.errors.NotFound:
-                pass
+                return None
+            return (info.get("Config") or {}).get("Labels") or {}
+
+        async def remove() -> None:
+            # only this run's own container (operator AND session): never another operator's
+            labels = await owner_of()
+            if labels is not None and all(labels.get(k) == v for k, v in mine.items() if k != LABEL_ACTION):
+                try:
+                    await asyncio.to_thread(lambda: client.api.remove_container(cname, force=True))
+                except docker.errors.NotFound:
+                    pass
 
         ctx.on_cleanup(remove)
         async with ctx.step("start", f"{cname} on {node_name}", node=node_name) as rec:
-            await remove()  # a leftover of an earlier, killed run
+            labels = await owner_of()
+            if labels is not None:  # a leftover of an earlier, killed run
+                owner = labels.get(LABEL_OPERATOR)
+                if owner and owner != mine[LABEL_OPERATOR]:
+                    raise ActionFailed(f"{cname} on {node_name} belongs to {owner} ({labels.get(LABEL_ACTION, '?')}, "
+                                       f"session {labels.get(LABEL_SESSION, '?')}): not removed; ask them, or "
+                                       f"`docker rm -f {cname}` on {node_name} yourself")
+                # ours from an earlier run, or from a sparktui before owner labels: we hold the cluster lock
+                await asyncio.to_thread(lambda: client.api.remove_container(cname, force=True))
             # as the cluster runs it: host network and IPC (vLLM's shared-memory broadcast outgrows
             # docker's 64 MiB /dev/shm).  One node: no RDMA, so no memlock ulimit to ask for.
-            kw = dict(name=cname, detach=True, network_mode="host", ipc_mode="host", labels={VALIDATE_LABEL: "1"},
+            kw = dict(name=cname, detach=True, network_mode="host", ipc_mode="host",
+                      labels={VALIDATE_LABEL: "1", **mine},
                       environment=env, volumes={path: {"bind": mount, "mode": "ro"}})
             if command:
                 kw["command"] = command

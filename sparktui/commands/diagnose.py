@@ -155,7 +155,9 @@ def run(args) -> int:
             # controls only as JSON escapes (a raw U+009B is a CSI), secrets masked
             sys.stdout.write(json_dumps(redact_obj(to_json(dg))) + "\n")
         else:
-            print(render_text(dg, colour=sys.stdout.isatty()))
+            from ..colour import use_colour
+
+            print(render_text(dg, colour=use_colour(sys.stdout)))
         sys.stdout.flush()
     except BrokenPipeError:  # `sparktui diagnose x | head`: the reader left, not an error of ours
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -120,8 +120,10 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(s, indent=2))
     else:
+        from ..colour import use_colour
+
         width = min(shutil.get_terminal_size((100, 24)).columns, 120)
-        print(text_report(s, note, latency_plot(result.records, width - 2, 16, color=sys.stdout.isatty())))
+        print(text_report(s, note, latency_plot(result.records, width - 2, 16, color=use_colour(sys.stdout))))
     if result.stopped:
         print("sparktui: interrupted", file=sys.stderr)
         return 130

@@ -1,4 +1,5 @@
-"""`sparktui replay SESSION`: open a recorded session in the TUI (read-only, no live sources).
+"""`sparktui replay SESSION [--speed X] [--at TIME]`: play a recorded session back in the TUI
+(read-only, no live sources), from the start at X times real speed; keys scrub (tui/replay.py).
 
 The session holds the typed events (events.jsonl, derived findings and milestones included) and
 every log line (logs/<node>/<source>.log); both are turned back into events and fed through the
@@ -10,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import sys
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -103,24 +103,42 @@ def _config_for(meta: dict, events: list):
                   nodes=tuple(NodeConfig(name=n, backend="sim", host=n) for n in names))
 
 
+def make_player(path: Path, speed: float = 1.0):
+    """(meta, Player) for a session directory; ``ReplayError`` for a wrong kind or shape."""
+    from ..engine import Engine
+    from ..replay_player import Player, Timeline
+
+    meta, events = load_session(path)
+    config = _config_for(meta, events)
+    started = meta.get("started") if isinstance(meta.get("started"), (int, float)) else None
+    return meta, Player(Timeline(events, started), lambda: Engine(config, []), speed=speed)
+
+
 def run(args) -> int:
+    from ..replay_player import parse_when
     from ..session import sessions_dir
 
     path = Path(args.session)
     if not path.exists() and (sessions_dir() / args.session).exists():
         path = sessions_dir() / args.session
+    speed = getattr(args, "speed", 1.0)
+    if not (isinstance(speed, (int, float)) and speed > 0 and speed == speed and speed != float("inf")):
+        print(f"sparktui replay: --speed must be a number > 0, not {speed!r}", file=sys.stderr)
+        return 2
     try:
-        meta, events = load_session(path)
+        meta, player = make_player(path, speed)
     except ReplayError as exc:
         print(f"sparktui: {exc}", file=sys.stderr)
         return 2
-    config = _config_for(meta, events)
-    from ..engine import Engine
-    from ..tui.app import SparkApp
+    at = getattr(args, "at", None) or "start"
+    tl = player.timeline
+    try:
+        player.seek(parse_when(at, tl.start, tl.end, tl.start))
+    except ValueError as exc:
+        print(f"sparktui replay: --at: {exc}", file=sys.stderr)
+        return 2
+    player.paused = player.at_end  # opened at the end: the screen the operator had, nothing to play
+    from ..tui.replay import ReplayApp
 
-    engine = Engine(config, [])
-    engine.process(events)
-    last = max((getattr(e, "ts", 0) or 0 for e in events), default=0) or None
-    app = SparkApp(engine, read_only=True, live=False, theme=getattr(args, "theme", None),
-                   subtitle=f"replay {path.name}", clock=(lambda: last) if last else time.time)
+    app = ReplayApp(player, name=path.name, theme=getattr(args, "theme", None))
     return int(app.run(mouse=not getattr(args, "no_mouse", False)) or 0)

@@ -48,6 +48,56 @@ def _own_probe(source: str) -> bool:
     return source.rsplit("/", 1)[-1].startswith(PROBE_PREFIX)
 
 
+KEPT_STATUSES = ("started", "ok", "warn", "failed", "cancelled")
+PER_OPERATOR = 200  # action lines per operator: the newest
+
+
+def _other_text(e: dict) -> str:
+    if e.get("kind") == "note":
+        return f"note: {e.get('message')}"
+    return f"action {e.get('action')}/{e.get('step')}: {e.get('status')} {e.get('message') or ''}".rstrip()
+
+
+def _notes_section(notes: list[dict], others: list[dict]) -> list[str]:
+    """Every note, this session's and the other operators' (shared timeline), oldest first."""
+    rows = [(e.get("ts") or 0, e.get("author") or "operator", e.get("text") or "") for e in notes]
+    rows += [(e.get("ts") or 0, e.get("operator") or "?", e.get("message") or "") for e in others
+             if e.get("kind") == "note"]
+    out = ["## Notes", ""]
+    if not rows:
+        out.append("None recorded.")
+    for ts, who, text in sorted(rows, key=lambda r: r[0]):
+        out.append(f"- {_when(ts)} {who}: {text}")
+    return out + [""]
+
+
+def _actions_section(actions: list[dict], others: list[dict], meta: dict) -> list[str]:
+    """Each operator's action steps (this session's first), so the report says who did what, where."""
+    me = meta.get("operator") if isinstance(meta.get("operator"), str) else "this session"
+    by: dict[str, list[tuple[float, str]]] = {}
+    for e in actions:
+        if e.get("status") in KEPT_STATUSES:
+            where = f" [{e['node']}]" if e.get("node") else ""
+            by.setdefault(f"{me} (this session)", []).append(
+                (e.get("ts") or 0, f"{e.get('action')}/{e.get('step')}: {e.get('status')}{where} {e.get('message') or ''}".rstrip()))
+    for e in others:
+        if e.get("kind") == "action":
+            where = f" [{e['node']}]" if e.get("node") else ""
+            by.setdefault(f"{e.get('operator') or '?'}", []).append(
+                (e.get("ts") or 0, f"{e.get('action')}/{e.get('step')}: {e.get('status')}{where} {e.get('message') or ''}".rstrip()))
+    out = ["## Actions by operator", ""]
+    if not by:
+        out += ["None recorded.", ""]
+    for who, rows in by.items():
+        out += [f"### {who}", ""]
+        rows.sort(key=lambda r: r[0])
+        if len(rows) > PER_OPERATOR:
+            out.append(f"- … {len(rows) - PER_OPERATOR} earlier steps")
+        out += [f"- {_when(ts)} {text}" for ts, text in rows[-PER_OPERATOR:]]
+        out.append("")
+    return out
+
+
 def build_report(path: Path) -> str:
     """The report; ``SessionError`` (one line) for a session file of the wrong kind or shape."""
     with open_session(path) as sd:
@@ -58,6 +108,8 @@ def build_report(path: Path) -> str:
     findings = [e["finding"] for e in events if e.get("type") == "FindingRaised"]
     actions = [e for e in events if e.get("type") == "ActionEvent"]
     notes = [e for e in events if e.get("type") == "Note"]
+    # the other operators' actions and notes, as read from the cluster's shared timeline
+    others = [e for e in events if e.get("type") == "TimelineEntry"]
     reach = [e for e in events if e.get("type") == "NodeReachability"]
     # sessions recorded before doctor's probes were kept out of the panes still hold theirs
     milestones = [e["milestone"] for e in events if e.get("type") == "MilestoneReached"
@@ -109,6 +161,8 @@ def build_report(path: Path) -> str:
             timeline.append((e.get("ts") or 0, f"action {e.get('action')}/{e.get('step')}: {e.get('status')} {e.get('message', '')}".rstrip()))
     for e in notes:
         timeline.append((e.get("ts") or 0, f"note ({e.get('author') or 'operator'}): {e.get('text')}"))
+    for e in others:
+        timeline.append((e.get("ts") or 0, f"{e.get('operator') or '?'}: " + _other_text(e)))
     for f in findings:
         timeline.append((f.get("ts") or 0, f"finding {f.get('id')}: {f.get('title')}"))
     if not timeline:
@@ -116,6 +170,9 @@ def build_report(path: Path) -> str:
     for ts, text in sorted(timeline, key=lambda x: x[0])[-200:]:
         out.append(f"- {_when(ts)} {text}")
     out.append("")
+
+    out += _notes_section(notes, others)
+    out += _actions_section(actions, others, meta)
 
     out += ["## Last log lines", ""]
     if not logs:

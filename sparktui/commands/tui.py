@@ -22,5 +22,10 @@ def run(args) -> int:
         return 2
     from ..tui.boot import make_engine, run_app
 
-    engine = make_engine(config, sources, "tui")
-    return run_app(engine, args, nodes=lambda: nodes, subtitle=config.path)
+    from ..actions.shared_timeline import attach, operator_id
+
+    engine = make_engine(config, sources, "tui", {"operator": operator_id()})
+    # the head holds the cluster's shared timeline: this face writes its actions and notes there
+    # and shows the other operators' (a reader source started with the engine)
+    timeline = attach(engine, nodes[config.head.name])
+    return run_app(engine, args, nodes=lambda: nodes, subtitle=config.path, timeline=timeline)

@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from textual.app import App
 
 from ..actions import registry
+from ..actions.shared_timeline import operator_id
 from . import keymap
 from .messages import EngineUpdated
 from .palette import SparkCommands
 from .screens.action import ActionScreen
 from .screens.help import HelpScreen
 from .screens.main import MainScreen
+from .screens.timeline import NoteModal, TimelineScreen
 from .terminal_safe import TerminalSafe
 from .themes import DEFAULT_THEME, load_themes
 
@@ -50,6 +52,7 @@ class SparkApp(App[int]):
         live: bool = True,
         subtitle: str = "",
         exit_after_first_paint: bool = False,
+        timeline: Any = None,
     ) -> None:
         super().__init__()
         self.engine = engine
@@ -70,6 +73,9 @@ class SparkApp(App[int]):
         self.broken_actions: dict[str, str] = {}  # guided actions whose module fails to import
         self._asking_host_key = False
         self._terminal_safe = TerminalSafe()
+        # the cluster's shared timeline on the head (actions/shared_timeline.TimelineWriter), live TUI only
+        self.shared_timeline = timeline
+        self.operator = timeline.operator if timeline is not None else operator_id()
 
     def get_line_filters(self):
         # every strip passes TerminalSafe last: no control character from node data reaches the tty
@@ -95,6 +101,9 @@ class SparkApp(App[int]):
     async def on_unmount(self) -> None:
         if self._unsubscribe:
             self._unsubscribe()
+        if self.shared_timeline is not None:  # a note typed just before quitting still reaches the head
+            await self.shared_timeline.flush(timeout=3.0)
+            await self.shared_timeline.close()
         if self.live:
             await self.engine.stop()
         if self._action_nodes:
@@ -137,6 +146,8 @@ class SparkApp(App[int]):
         if screen is None:
             return
         screen.refresh_state()
+        if isinstance(self.screen, TimelineScreen):
+            self.screen.refresh_state()
         self.refreshes += 1
         self._check_host_keys()
         if self.exit_after_first_paint and self.first_paint_at is None and self._populated():
@@ -210,6 +221,27 @@ class SparkApp(App[int]):
             out[e.id] = self._keymap.get(e.id, e.keys) if hasattr(self, "_keymap") else e.keys
         return out
 
+    def action_timeline(self) -> None:
+        if not isinstance(self.screen, TimelineScreen):
+            self.push_screen(TimelineScreen())
+
+    def action_note(self) -> None:
+        if not isinstance(self.screen, NoteModal):
+            self.push_screen(NoteModal(), lambda text: self.add_note(text) if text else None)
+
+    def add_note(self, text: str) -> None:
+        """A timestamped note: into the session (engine) and onto the cluster's shared timeline."""
+        from ..model import Note
+
+        note = Note(text, author=self.operator)
+        if self.engine.started:
+            self.engine.emit(note)
+        else:  # a replay or a test: no pump runs, apply it now
+            self.engine.process([note])
+        if self.shared_timeline is not None:
+            self.shared_timeline.note(note)
+        self.notify("note added to the timeline", timeout=2)
+
     def action_show_log(self, index: int, source: str) -> None:
         screen = self._main_screen()
         if screen is None:
@@ -251,7 +283,9 @@ class SparkApp(App[int]):
     def make_action_context(self, *, emit: "EmitFn", confirm: "ConfirmFn") -> "ActionContext":
         from ..actions.base import ActionContext
 
-        return ActionContext(self.engine.config, self._node_handles(), emit=emit, confirm=confirm, read_only=self.read_only)
+        ctx = ActionContext(self.engine.config, self._node_handles(), emit=emit, confirm=confirm, read_only=self.read_only)
+        ctx.timeline = self.shared_timeline  # every step outcome also goes to the cluster's shared timeline
+        return ctx
 
 
 def exit_after_first_paint_requested() -> bool:

@@ -33,18 +33,21 @@ def make_engine(config: "Config", sources: list, kind: str, extra_meta: dict | N
     from ..engine import Engine
     from ..session import Session, sessions_dir
 
-    session = Session.create(config.cluster.name, meta={"kind": kind, "config": config.path,
+    session = Session.create(config.cluster.name, meta={"kind": kind, "config": config.path, "cluster": config.cluster.name,
                                                         "nodes": [n.name for n in config.nodes], **(extra_meta or {})},
                              root=sessions_dir(config))
     return Engine(config, sources, processors=default_processors(), session=session)
 
 
-def run_app(engine: "Engine", args: Any, *, nodes: "Callable[[], Mapping[str, Node]] | None", subtitle: str) -> int:
+def run_app(engine: "Engine", args: Any, *, nodes: "Callable[[], Mapping[str, Node]] | None", subtitle: str,
+            timeline: Any = None) -> int:
+    """``timeline``: the cluster's shared-timeline writer (live TUI), fed by actions and notes."""
     from .app import SparkApp, exit_after_first_paint_requested
 
     first_paint = exit_after_first_paint_requested()
     app = SparkApp(engine, nodes=nodes, read_only=bool(getattr(args, "read_only", False)),
-                   theme=getattr(args, "theme", None), subtitle=subtitle, exit_after_first_paint=first_paint)
+                   theme=getattr(args, "theme", None), subtitle=subtitle, exit_after_first_paint=first_paint,
+                   timeline=timeline)
     result = app.run(mouse=not getattr(args, "no_mouse", False))
     if first_paint and app.first_paint_at and app.first_paint_at > 0:
         print(f"sparktui-first-paint={app.first_paint_at:.6f}", file=sys.stderr, flush=True)

@@ -71,3 +71,43 @@ def test_demo_in_tmux_shows_both_nodes_running_containers_and_a_moving_log(tmp_p
         assert "SPARKTUI-EXITED-0" in done
     finally:
         _tmux("kill-server", check=False)
+
+
+def _layout_ok(screen: str, width: int, height: int) -> bool:
+    """Both node panes, the findings strip and the footer on screen, every row within the width."""
+    rows = screen.rstrip("\n").splitlines()
+    return (len(rows) <= height and all(len(r) <= width for r in rows)
+            and "spark1" in screen and "spark2" in screen and "findings" in screen
+            and any("Filter" in r or "Doctor" in r for r in rows[-2:]))  # the footer
+
+
+def test_a_second_client_of_another_size_keeps_panes_strip_and_footer(tmp_path):
+    """Two engineers, one tmux session: a second client attaches at another size (tmux sizes the
+    window to the latest client), the app re-lays out, and everything stays visible, unclipped."""
+    name = "shared"
+    viewer = f"{SOCKET}-viewer"  # a second tmux server whose panes are the other engineers' terminals
+
+    def outer(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(["tmux", "-L", viewer, *args], capture_output=True, text=True, timeout=20, check=check)
+
+    env_prefix = [f"SPARKTUI_STATE_DIR={tmp_path / 'state'}", f"PYTHONPATH={ROOT}", "TERM=xterm-256color"]
+    cmd = " ".join(env_prefix) + f" {sys.executable} -m sparktui demo; sleep 30"
+    _tmux("new-session", "-d", "-s", name, "-x", "160", "-y", "48", cmd)
+    try:
+        _poll(name, lambda s: _layout_ok(s, 160, 48), "the app at 160x48")
+        for w, h in ((80, 24),):
+            client = f"c{w}x{h}"
+            outer("new-session", "-d", "-s", client, "-x", str(w), "-y", str(h),
+                  f"TMUX= tmux -L {SOCKET} attach -t {name}")
+            size = f"{w}x{h - 1}"  # the client's own status line takes a row
+            deadline = time.monotonic() + 20
+            while _tmux("display", "-p", "-t", name, "#{window_width}x#{window_height}").stdout.strip() != size:
+                assert time.monotonic() < deadline, "tmux did not resize the window to the new client"
+                time.sleep(0.2)
+            screen = _poll(name, lambda s: _layout_ok(s, w, h - 1), f"the app re-laid out at {size}")
+            assert "Traceback" not in screen
+        clients = _tmux("list-clients", "-t", name).stdout.strip().splitlines()
+        assert len(clients) == 1  # the second engineer's terminal stays attached
+    finally:
+        subprocess.run(["tmux", "-L", viewer, "kill-server"], capture_output=True, timeout=20)
+        _tmux("kill-server", check=False)

@@ -211,3 +211,21 @@ def test_launcher_script_argv_options_before_exec_and_quoted_words():
     # exec joins its words and runs them with bash -c: each word is pre-quoted, so JSON survives
     assert shlex.split(" ".join(words))[-2:] == ["--speculative-config", '{"method": "mtp"}']
     assert log.endswith("/launcher-id1.log")
+
+
+def test_launch_containers_carry_the_operators_labels_outside_the_plan_identity():
+    from sparktui.actions.base import ActionContext
+    from sparktui.actions.lock import LABEL_ACTION, LABEL_OPERATOR, LABEL_SESSION, owner_labels
+
+    c = cfg('executor = "mp"')
+    ctx = ActionContext(c, {}, session_id="sess-1")
+    ctx.action_name = "launch"
+    owner = owner_labels(ctx)
+    p = plan_cluster(c, launch_id="abc", owner=owner)
+    assert "@" in owner[LABEL_OPERATOR]
+    for np in p.nodes:
+        assert np.labels[LABEL_ACTION] == "launch" and np.labels[LABEL_SESSION] == "sess-1"
+        assert np.labels[LABEL_OPERATOR] == owner[LABEL_OPERATOR] and np.labels[LABEL] == "vllm_qwen35"
+        assert f"{LABEL_OPERATOR}={owner[LABEL_OPERATOR]}" in np.docker_run_argv()
+    # who launched it is not what it is: another operator's identical launch is the same cluster (attach)
+    assert p.plan_hash == plan_cluster(c, launch_id="abc").plan_hash

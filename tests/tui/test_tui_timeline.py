@@ -1,0 +1,94 @@
+"""Pilot tests: `N` adds a timestamped note from anywhere, `L` shows the timeline (actions,
+findings, state changes, notes; this operator's and the others' from the shared timeline),
+following the newest row."""
+
+from __future__ import annotations
+
+from conftest import build_app, screen_text, wait_for
+
+from sparktui.model import ActionEvent, Finding, FindingRaised, TimelineEntry
+from sparktui.sim import DEMO_EPOCH
+from sparktui.tui.screens.timeline import NoteModal, TimelineScreen
+
+
+async def _note(pilot, app, text: str) -> None:
+    await pilot.press("N")
+    await wait_for(pilot, lambda: isinstance(app.screen, NoteModal), "the note box")
+    for ch in text:
+        await pilot.press(ch if ch != " " else "space")
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: not isinstance(app.screen, NoteModal), "the note box to close")
+
+
+async def test_note_key_adds_a_timestamped_note_from_the_main_screen_and_the_timeline():
+    app = build_app(t=30)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "MainScreen", "the main screen")
+        await _note(pilot, app, "restarted rank 1")
+        notes = app.engine.state.notes
+        assert [n.text for n in notes] == ["restarted rank 1"]
+        assert notes[0].author == app.operator and "@" in app.operator and notes[0].ts > 0
+        # from any screen: over the timeline too, where the note shows up at once; Esc drops one unsaid
+        await pilot.press("L")
+        await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen), "the timeline")
+        await _note(pilot, app, "second")
+        assert isinstance(app.screen, TimelineScreen)
+        await wait_for(pilot, lambda: "second" in screen_text(app), "the note on the timeline")
+        await pilot.press("N")
+        await wait_for(pilot, lambda: isinstance(app.screen, NoteModal), "the note box")
+        await pilot.press("x", "escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen), "back on the timeline")
+        assert [n.text for n in app.engine.state.notes] == ["restarted rank 1", "second"]
+
+
+async def test_timeline_screen_lists_every_kind_and_follows_the_newest():
+    app = build_app(t=120)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "MainScreen", "the main screen")
+        await _note(pilot, app, "first note")
+        app.engine.process([ActionEvent("doctor", "ssh", "ok", "spark1 reachable", node="spark1",
+                                        ts=DEMO_EPOCH + 121),
+                            FindingRaised(Finding("cuda_oom", "error", "CUDA out of memory", node="spark2",
+                                                  ts=DEMO_EPOCH + 100))])
+        await pilot.press("L")
+        await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen), "the timeline")
+        screen: TimelineScreen = app.screen  # type: ignore[assignment]
+        kinds = {r.kind for r in screen.rows}
+        assert {"action", "finding", "change", "note"} <= kinds, kinds
+        assert any(r.kind == "change" and "container" in r.text for r in screen.rows)
+        assert [r.ts for r in screen.rows] == sorted(r.ts for r in screen.rows)  # newest last
+        text = screen_text(app)
+        assert "doctor/ssh: ok" in text and "first note" in text and "FOLLOW" in text
+        # another operator's note arrives from the head: shown at once, the cursor follows it
+        app.engine.process([TimelineEntry(kind="note", operator="bo@desk", session="s-b",
+                                          message="bo: stopped the old container", ts=2e9)])
+        app.refresh_now()
+        await wait_for(pilot, lambda: "bo: stopped the old container" in screen_text(app), "the other's note")
+        table = screen.query_one("#timeline-table")
+        assert table.cursor_row == len(screen.rows) - 1
+        assert "other operators: bo@desk" in screen_text(app)
+        # moving up detaches: a new row does not pull the cursor; End follows again
+        await pilot.press("up", "up")
+        await wait_for(pilot, lambda: not screen.follow, "detached")
+        row = table.cursor_row
+        app.engine.process([TimelineEntry(kind="action", operator="bo@desk", session="s-b", action="launch",
+                                          step="start", status="failed", message="port in use", ts=2e9 + 1)])
+        app.refresh_now()
+        await wait_for(pilot, lambda: "launch/start: failed" in screen_text(app), "the other's action")
+        assert table.cursor_row == row and "DETACHED" in screen_text(app)
+        await pilot.press("end")
+        await wait_for(pilot, lambda: screen.follow and table.cursor_row == len(screen.rows) - 1, "following")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, TimelineScreen), "closed")
+
+
+async def test_timeline_text_from_another_operator_is_data_not_markup():
+    app = build_app(t=10)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "MainScreen", "the main screen")
+        app.engine.process([TimelineEntry(kind="note", operator="[bold]eve[/]@x", session="s",
+                                          message="[red]not markup[/red]", ts=2e9)])
+        await pilot.press("L")
+        await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen), "the timeline")
+        text = screen_text(app)
+        assert "[red]not markup[/red]" in text and "[bold]eve[/]@x" in text
