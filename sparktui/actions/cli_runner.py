@@ -96,12 +96,28 @@ def print_result(result: ActionResult, as_json: bool, extra_text: Callable[[Acti
     print(("OK  " if result.ok else "FAILED  ") + safe(result.summary))
 
 
+def _shared_timeline(config: Config, nodes: dict, action: Action):
+    """A mutating action run from the CLI goes to the cluster's shared timeline on the head too, so
+    an operator watching in the TUI sees it.  None where there is nothing to share (sim nodes)."""
+    if not action.mutating or not config.nodes:
+        return None
+    head = nodes.get(config.head.name)
+    if head is None or getattr(head, "backend", "") == "sim":
+        return None
+    from .lock import PROCESS_SESSION
+    from .shared_timeline import TimelineWriter
+
+    return TimelineWriter(head, config.cluster.name, session=f"cli-{PROCESS_SESSION}")
+
+
 async def _run(config: Config, action: Action, args, transient: bool = False) -> ActionResult:
     nodes = make_nodes(config)
     printer = _Printer(transient=transient)
     ctx = ActionContext(config, nodes, emit=printer, confirm=cli_confirm,
                         read_only=bool(getattr(args, "read_only", False)), assume_yes=bool(getattr(args, "yes", False)),
                         lock_wait=bool(getattr(args, "wait", False)), break_lock=bool(getattr(args, "break_lock", False)))
+    writer = None if ctx.read_only else _shared_timeline(config, nodes, action)  # read-only writes nothing
+    ctx.timeline = writer
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     # SIGINT too, explicitly: a process started with SIGINT ignored (`trap "" INT`, nohup, some CI
@@ -115,6 +131,11 @@ async def _run(config: Config, action: Action, args, transient: bool = False) ->
         return await action.run(ctx)
     finally:
         printer.finish()
+        if writer is not None:  # what this operator did reaches the head before the connection closes
+            if not await writer.flush(timeout=5.0):
+                print(f"sparktui: the shared timeline on {writer.node.name} did not take this action's record"
+                      + (f": {writer.last_error}" if writer.last_error else ""), file=sys.stderr)
+            await writer.close()
         for n in nodes.values():
             try:
                 await asyncio.wait_for(n.close(), 10)

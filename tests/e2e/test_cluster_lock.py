@@ -116,6 +116,14 @@ def test_wait_queues_the_second_validate_after_the_first(lockbed):
     waited = [err for _, _, err in results if "waiting: validate held by" in err]
     assert len(waited) == 1, [err[-1500:] for _, _, err in results]
     assert not (lockdir / "lock.d").exists()
+    # both operators' steps went to the cluster's shared timeline on the head, each under its own session
+    recs = [json.loads(line) for line in (lockdir / "timeline.jsonl").read_text().splitlines()]
+    sessions = {r["session"] for r in recs}
+    assert len(sessions) == 2 and all(s.startswith("cli-") for s in sessions), sessions
+    for s in sessions:
+        mine = [r for r in recs if r["session"] == s]
+        assert all(r["kind"] == "action" and r["action"] == "validate" and "@" in r["operator"] for r in mine)
+        assert any(r["step"] == "lock" and r["status"] == "ok" for r in mine), mine
 
 
 def test_a_killed_sparktuis_lock_is_stale_and_broken_only_with_break_lock(lockbed):

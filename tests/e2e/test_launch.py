@@ -60,8 +60,8 @@ def _chat(port: int, **extra) -> str:
     return r.choices[0].message.content or ""
 
 
-def _launch_ready(bed, cfg: Path, timeout: float = 900) -> dict:
-    r = bed.cli("launch", "--yes", "--json", config=cfg, timeout=timeout)
+def _launch_ready(bed, cfg: Path, timeout: float = 900, extra: tuple[str, ...] = ()) -> dict:
+    r = bed.cli("launch", "--yes", "--json", *extra, config=cfg, timeout=timeout)
     out = _json(r)
     assert r.returncode == 0 and out["ok"], out["summary"] + r.stderr[-3000:]
     return out
@@ -80,7 +80,8 @@ def test_mp_cluster_lifecycle_stale_replace_killed_launch_attach_serve_worker_di
     - a container with the cluster's name is refused with the reason;
     - `launch --yes --replace` removes it and launches; that sparktui is killed (SIGKILL) mid-launch
       and the cluster keeps starting;
-    - `launch --yes` again finds it by its labels and follows its milestones to ready;
+    - `launch --yes` again is refused: the killed sparktui's lock is stale; with `--break-lock` it finds
+      the cluster by its labels and follows its milestones to ready;
     - `status --json` shows the serve port answering with the real vLLM version, `GET /version` on it
       says 0.32.0, a chat completion gives the model's answer;
     - the worker's container killed while serving: engine_dead and the half-cluster finding from the
@@ -114,7 +115,13 @@ def test_mp_cluster_lifecycle_stale_replace_killed_launch_attach_serve_worker_di
         _until(labelled, 120, "both containers of the new launch running")
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
-        out = _launch_ready(bed, cfg)
+        # the killed sparktui's cluster lock is left behind: the next launch names it stale and refuses
+        # (--yes answers for the action, not for the other operator); --break-lock takes it over
+        r = bed.cli("launch", "--yes", "--json", config=cfg, timeout=120)
+        out = _json(r)
+        assert r.returncode == 1 and out["data"].get("refused") == "lock", out["summary"]
+        assert f"(its process {proc.pid} on" in out["summary"] and "--break-lock" in out["summary"], out["summary"]
+        out = _launch_ready(bed, cfg, extra=("--break-lock",))
         d = out["data"]
         assert d["attached"] is True and d["executor"] == "mp" and d["tp"] == 2 and d["vllm_version"] == "0.32.0"
         assert {"arch_resolved", "weights_loaded", "api_ready"} <= set(d["nodes"]["spark1"]["milestones"])
