@@ -6,13 +6,101 @@ Pure functions of the gathered facts (verdict._Ctx); each notes the lines it rel
 from __future__ import annotations
 
 from . import pyspy as pyspy_mod
+from .collectives import CollOp, mismatches, op_from_line
 from .verdict import Verdict, _Ctx
 
 
 # --------------------------------------------------------------------------- R4 / R5
 
 
+def _log_ops(c: _Ctx) -> list[CollOp]:
+    out = []
+    for r in c.ranks:
+        for m in r.markers:
+            if m.kind == "watchdog_timeout":
+                o = op_from_line(m.line, source=r.label)
+                if o is not None:
+                    out.append(o)
+    return out
+
+
+def _frame_of(c: _Ctx, rank: int, op: CollOp | None) -> str:
+    if op is not None and op.frame:
+        return op.frame
+    rf = next((r for r in c.ranks if r.rank == rank and r.pyspy), None)
+    if rf is None:
+        return ""
+    d = rf.pyspy[-1][1]
+    return pyspy_mod.user_frame(d) or pyspy_mod.top_frame(d) or ""
+
+
+def rule_r4_mismatch(c: _Ctx) -> Verdict | None:
+    """Ranks that issued different collectives at one sequence number: from Flight Recorder entries
+    or watchdog lines (exact), else from RAS counts ahead in both directions (placed as the counts allow)."""
+    found, how = None, ""
+    for source, ops in (("Flight Recorder", [o for r in c.ranks for o in r.fr_ops]), ("watchdog", _log_ops(c))):
+        ms = mismatches(ops)
+        if ms:
+            found, how = ms[0], source
+            break
+    split, split_node, split_cmp = None, "", None
+    for nf in c.nodes:
+        for cmp in nf.comparisons:
+            if cmp.split is not None and (cmp.frozen or len(nf.ras) < 2 or not cmp.advanced):
+                split, split_node, split_cmp = cmp.split, nf.node, cmp
+                break
+        if split:
+            break
+    if found is None and split is None:
+        return None
+    ids = ["nccl_collective_mismatch"] + (["nccl_watchdog_timeout"] if any(r.has("watchdog_timeout") for r in c.ranks)
+                                          else [])
+    if split is not None:
+        state = "frozen across polls" if split_cmp.frozen else "one poll"
+        c.note(split_node, f"RAS ({state}): {split.describe()}: each rank is ahead on a different collective")
+    if found is not None:
+        for o in (found.a, found.b):
+            rf = next((r for r in c.ranks if r.rank == o.rank), None)
+            c.note(rf if rf is not None else (c.ev.nodes[0].node if c.ev.nodes else ""),
+                   o.text if how == "Flight Recorder" else f"{how}: {o.text[max(0, o.text.find('Watchdog')):][:220]}")
+        if how == "Flight Recorder":
+            for m in mismatches(_log_ops(c))[:1]:  # the watchdog lines that agree, beside the dumps
+                for o in (m.a, m.b):
+                    rf = next((r for r in c.ranks if r.rank == o.rank), None)
+                    if rf is not None:
+                        c.note(rf, f"watchdog: {o.text[max(0, o.text.find('Watchdog')):][:220]}")
+        a, b, seq = found.a, found.b, found.seq
+        where = f"#{seq}" + (f" of process group {found.pg}" if found.pg else "")
+        op_a, op_b = a.describe(), b.describe()
+        conf = 0.92 if how == "Flight Recorder" else 0.88
+        fa, fb = _frame_of(c, a.rank, a), _frame_of(c, b.rank, b)
+        what, ra, rb = found.what, a.rank, b.rank
+    else:
+        seq = split.at_most
+        where = f"#{seq} or before"
+        c.note(split_node, f"RAS counts say which ops differ, not where: {split.common} collectives agree by type, so the "
+               f"split is at or before #{seq} (exactly there if the ranks hung on the mismatched pair); a Flight "
+               "Recorder dump names it exactly")
+        op_a, op_b, ra, rb, what = split.op_a, split.op_b, split.a, split.b, "op type"
+        conf = 0.9 if split_cmp.frozen else 0.75
+        fa, fb = _frame_of(c, ra, None), _frame_of(c, rb, None)
+    for rank, fr in ((ra, fa), (rb, fb)):
+        rf = next((r for r in c.ranks if r.rank == rank), None)
+        if rf is not None and rf.pyspy and fr:
+            c.note(rf, f"py-spy: {pyspy_mod.where(rf.pyspy[-1][1])} in {fr}")
+    if fa and fa == fb:
+        frames = f"both ranks at {fa}: the same line, so the ops it issued differ by rank-local data or state"
+    else:
+        frames = f"rank {ra}: {fa or 'no frame'}; rank {rb}: {fb or 'no frame'}"
+    return c.make("R4_mismatch", True, ids, conf, where=where, seq=seq, a=ra, b=rb, op_a=op_a, op_b=op_b,
+                  what=what, frames=frames, source=how or "RAS", lagging=[])
+
+
 def rule_r4(c: _Ctx) -> Verdict | None:
+    v = rule_r4_mismatch(c)
+    if v is not None:
+        return v
+    c.lines = {}
     lagging: dict[int, str] = {}
     op, seq, conf = "", None, 0.0
     ids = ["nccl_collective_mismatch"]

@@ -7,6 +7,7 @@ standard-library only and self-contained (no package imports).  Commands print o
     scan  [--pids 1,2] [--run-dir DIR] [--sample SECONDS]   workers, threads (with CPU%), env, libnccl
     tail  PATH... [--head N] [--tail N]                        the start and end of log files
     connect HOST:PORT...                                       TCP connect checks (rendezvous, Ray)
+    frdump PID... [--wait S]                                   on-demand Flight Recorder dumps (debug-info pipe)
 """
 
 import hashlib
@@ -218,6 +219,77 @@ def scan(pids=None, run_dir="", sample=1.0):
             "run_dir_logs": logs, "env_denied": denied}
 
 
+def _mtime_size(path):
+    try:
+        st = os.stat(path)
+        return st.st_mtime, st.st_size
+    except OSError:
+        return None
+
+
+def frdump(pids, wait=8.0, limit=16 << 20):
+    """Ask each armed rank for a Flight Recorder dump now and read it back.
+
+    torch (ProcessGroupNCCL, buffer > 0, monitoring on) polls the FIFO
+    ``$TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe``; a write there makes it dump its ring buffer to
+    ``$TORCH_FR_DUMP_TEMP_FILE<rank>`` (old name TORCH_NCCL_DEBUG_INFO_TEMP_FILE).  The write never
+    blocks (O_NONBLOCK: no reader means ENXIO) and the wait is bounded.  A dump already there (written
+    on a timeout) is returned too."""
+    import base64
+    import stat as st_mod
+
+    items = []
+    for pid in pids:
+        env = _env(pid) or {}
+        rank = env.get("RANK", "")
+        if not rank.isdigit():
+            continue
+        root = f"/proc/{pid}/root" if _container(pid) else ""
+        prefix = env.get("TORCH_FR_DUMP_TEMP_FILE") or env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") or "/tmp/nccl_trace_rank_"
+        buf = env.get("TORCH_FR_BUFFER_SIZE") or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE") or "0"
+        item = {"pid": pid, "rank": int(rank), "path": root + prefix + rank, "triggered": False}
+        item["before"] = _mtime_size(item["path"])
+        pipe = env.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "")
+        if pipe and buf.isdigit() and int(buf) > 0:
+            path = root + pipe + rank + ".pipe"
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+                try:
+                    if not st_mod.S_ISFIFO(os.fstat(fd).st_mode):
+                        raise OSError("not a FIFO")
+                    os.write(fd, b"1\n")
+                    item["triggered"] = True
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                item["error"] = f"{path}: {exc.strerror or exc}"
+        items.append(item)
+    deadline = time.time() + wait
+    last = {}
+    while time.time() < deadline:
+        pending = False
+        for it in items:
+            now = _mtime_size(it["path"])
+            if it["triggered"] and (now is None or now == it["before"]):
+                pending = True  # not rewritten yet
+            elif now is not None and last.get(it["path"]) != now:
+                pending = True  # still growing: read it once its size holds still
+            last[it["path"]] = now
+        if not pending:
+            break
+        time.sleep(0.3)
+    for it in items:
+        it.pop("before", None)
+        data = _read(it["path"], limit + 1)
+        if data is None:
+            it.setdefault("error", f"{it['path']}: no dump written")
+        elif len(data) > limit:
+            it["error"] = f"{it['path']}: over {limit >> 20} MiB"
+        else:
+            it["data"] = base64.b64encode(data).decode("ascii")
+    return {MARKER: 1, "dumps": items}
+
+
 def tail(paths, head=200, tail_n=400):
     out = {}
     for path in paths:
@@ -267,6 +339,9 @@ def main(argv):
     elif cmd == "tail":
         head, tl = int(opt("--head", "200")), int(opt("--tail", "400"))
         result = tail(args, head, tl)
+    elif cmd == "frdump":
+        wait = float(opt("--wait", "8"))  # before the pids: "--wait 8" must not read as a pid
+        result = frdump([int(p) for p in args if p.isdigit()], wait)
     elif cmd == "connect":
         result = connect(args, float(opt("--timeout", "2.0")))
     else:

@@ -1,0 +1,287 @@
+"""Collective mismatches across ranks: watchdog lines, Flight Recorder dumps, RAS counts both ways,
+and ``investigate --offline`` on a plain folder of mixed files (issue 12, items 2-4)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sparktui.cli import main
+from sparktui.commands.diagnose import analyse
+from sparktui.diagnosis import collectives, flight_recorder, ras
+from sparktui.diagnosis.evidence import read_bundle
+from sparktui.diagnosis.verdict import decide
+
+FX = Path(__file__).parents[1] / "fixtures"
+PAIR = FX / "mismatch-2rank"
+CAP = FX / "nccl-2gpu"
+
+
+# --------------------------------------------------------------------------- watchdog lines
+
+
+def test_work_fields_are_read_by_name_in_any_order():
+    line = ("[PG ID 0 PG GUID 0(default_pg) Rank 3] Watchdog caught collective operation timeout: "
+            "WorkNCCL(OpType=BROADCAST, SeqNum=161, Timeout(ms)=600000, NumelOut=8, NumelIn=8, Extra=x) ran for 1 ms")
+    op = collectives.op_from_line(line)
+    assert (op.rank, op.seq, op.op, op.numel_in, op.numel_out, op.pg) == (3, 161, "BROADCAST", 8, 8, "0")
+
+
+def test_real_watchdog_line_parses():
+    line = (CAP / "watchdog.rank0.log").read_text().splitlines()[81]
+    op = collectives.op_from_line(line)
+    assert (op.rank, op.seq, op.op, op.numel_in) == (0, 2, "ALLREDUCE", 1048576)
+
+
+@pytest.mark.parametrize("pair,what,op1", [("optype", "op type", "BROADCAST"), ("size", "size", "ALLREDUCE")])
+def test_diagnose_rank_logs_names_the_split(pair, what, op1):
+    dg = analyse([str(PAIR / pair / "rank0.log"), str(PAIR / pair / "rank1.log")])
+    (mm,) = dg.summary()["mismatches"]
+    assert mm["seq"] == 2 and mm["what"] == what
+    assert (mm["a"]["rank"], mm["a"]["op"], mm["b"]["rank"], mm["b"]["op"]) == (0, "ALLREDUCE", 1, op1)
+    top = dg.findings[0]
+    assert top.id == "nccl_collective_mismatch"
+    assert "#2" in top.title and "rank 0 ran ALLREDUCE" in top.title and f"rank 1 ran {op1}" in top.title
+    # a split is not a lagging rank
+    assert not any("behind" in f.title.lower() for f in dg.findings)
+
+
+def test_diagnose_single_rank_logs_give_no_mismatch():
+    dg = analyse([str(CAP / "watchdog.rank0.log"), str(CAP / "watchdog.rank1.log")])
+    assert dg.summary()["mismatches"] == []
+    assert dg.summary()["behind"]  # the real capture: rank 1 never reached SeqNum 2
+
+
+def test_diagnose_same_ops_no_mismatch(tmp_path):
+    text = (PAIR / "optype" / "rank0.log").read_text()
+    (tmp_path / "a.log").write_text(text)
+    (tmp_path / "b.log").write_text(text.replace("[rank0]:", "[rank1]:").replace("Rank 0]", "Rank 1]"))
+    dg = analyse([str(tmp_path / "a.log"), str(tmp_path / "b.log")])
+    assert dg.summary()["mismatches"] == []
+
+
+# --------------------------------------------------------------------------- Flight Recorder dumps
+
+
+def _dump(path: Path) -> dict:
+    return flight_recorder.decode(path.read_bytes())
+
+
+def test_fr_dumps_are_torch_shaped():
+    d = _dump(PAIR / "optype" / "nccl_trace_rank_1")
+    assert {"version", "pg_config", "pg_status", "entries"} <= set(d)
+    ops = flight_recorder.collective_ops(d, 1, "x")
+    assert [(o.seq, o.op, o.numel_in, o.pg, o.state) for o in ops] == [
+        (1, "nccl:all_reduce", 1048576, "0", "completed"), (2, "nccl:broadcast", 1048576, "0", "scheduled")]
+    assert ops[-1].frame.startswith("worker (nccl_capture.py:")
+
+
+@pytest.mark.parametrize("pair,what", [("optype", "op type"), ("size", "size")])
+def test_fr_dumps_alone_give_r4_with_both_ops(tmp_path, pair, what):
+    for r in (0, 1):
+        shutil.copy(PAIR / pair / f"nccl_trace_rank_{r}", tmp_path / f"nccl_trace_rank_{r}")
+    ((name, ev),) = read_bundle(tmp_path)
+    v = decide(ev)
+    assert v.rule == "R4" and "nccl_collective_mismatch" in v.finding_ids
+    d = v.details
+    assert (d["seq"], d["a"], d["b"], d["what"], d["source"]) == (2, 0, 1, what, "Flight Recorder")
+    assert "split at #2" in v.title and "on rank 0" in v.title and "on rank 1" in v.title
+    if pair == "optype":
+        assert "nccl:all_reduce" in d["op_a"] and "nccl:broadcast" in d["op_b"]
+    else:
+        assert "1048576 elements" in d["op_a"] and "524288 elements" in d["op_b"]
+
+
+def test_fr_json_form_and_fr_trace_names(tmp_path):
+    # torch's JSON dump (_dump_nccl_trace_json) carries the same keys; process_group as a list
+    for r in (0, 1):
+        d = _dump(PAIR / "optype" / f"nccl_trace_rank_{r}")
+        (tmp_path / f"job.fr_trace_{r}").write_text(json.dumps(d))
+    ((_, ev),) = read_bundle(tmp_path)
+    v = decide(ev)
+    assert v.rule == "R4" and v.details["seq"] == 2 and "nccl:broadcast" in v.details["op_b"]
+
+
+def test_fr_matching_dumps_are_not_a_mismatch():
+    d0 = _dump(CAP / "watchdog.fr_trace_0")
+    d1 = _dump(CAP / "watchdog.fr_trace_1")
+    ops = flight_recorder.collective_ops(d0, 0) + flight_recorder.collective_ops(d1, 1)
+    assert collectives.mismatches(ops) == []
+
+
+def test_fr_unpickler_still_refuses_classes(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("true",))
+
+    (tmp_path / "nccl_trace_rank_0").write_bytes(pickle.dumps({"entries": [Evil()], "version": "2.10"}))
+    (tmp_path / "rank0.log").write_text("[rank0]: hello\n")
+    ((_, ev),) = read_bundle(tmp_path)  # the dump is skipped with a note; the log still counts
+    assert not ev.nodes[0].fr_traces and any("refused" in n for n in ev.read_notes)
+
+
+# --------------------------------------------------------------------------- RAS, both directions
+
+
+def _comm(name: str) -> ras.RasComm:
+    (comm,) = ras.parse((PAIR / "ras" / name).read_text()).comms
+    return comm
+
+
+def test_real_desync_ras_is_one_direction_only():
+    for name in ("desync_ras.t20.ras.json", "desync_ras.t50.ras.json", "desync_ras.t20.ras.txt"):
+        (comm,) = ras.parse((CAP / name).read_text()).comms
+        assert ras.op_split(comm) is None
+        op, skew, lag, _ = ras.skew_of(comm)
+        assert (op, skew, lag) == ("AllReduce", True, (1,))
+
+
+@pytest.mark.parametrize("name", ["optype_ras.t50.ras.json", "optype_ras.t50.ras.txt"])
+def test_ras_split_both_directions(name):
+    sp = ras.op_split(_comm(name))
+    assert (sp.a, sp.op_a, sp.counts_a, sp.b, sp.op_b, sp.counts_b) == (0, "AllReduce", (161, 160), 1, "Broadcast", (1, 0))
+    assert sp.totals == (161, 161) and sp.at_most == 161
+
+
+def test_ras_split_opposite_direction():
+    # the same story with the ranks' roles swapped: rank 0 issued the broadcast
+    comm = _comm("optype_ras.t50.ras.json")
+    swapped = ras.RasComm(hash=comm.hash, size=2, ranks=tuple(
+        ras.RasRank(rank=1 - r.rank, pid=r.pid, counts=r.counts) for r in comm.ranks))
+    sp = ras.op_split(swapped)
+    assert (sp.a, sp.op_a, sp.b, sp.op_b) == (0, "Broadcast", 1, "AllReduce")
+
+
+def test_ras_pair_verdict_is_split_not_lagging_rank():
+    ((_, ev),) = read_bundle(PAIR / "ras")
+    v = decide(ev)
+    assert v.rule == "R4" and v.details["source"] == "RAS"
+    assert v.title.startswith("Collective mismatch: split at #161 or before: AllReduce on rank 0 vs Broadcast on rank 1")
+    assert "behind" not in v.title
+    assert any("at or before #161" in line for lines in v.evidence.values() for line in lines)
+
+
+def test_ras_text_two_blocks_keep_both_ops_per_rank():
+    comm = _comm("optype_ras.t20.ras.txt")
+    assert [dict(r.counts) for r in comm.ranks] == [{"AllReduce": 161, "Broadcast": 0},
+                                                    {"AllReduce": 160, "Broadcast": 1}]
+
+
+# --------------------------------------------------------------------------- a plain folder, any mix
+
+
+def _plain_folder(d: Path) -> Path:
+    shutil.copy(PAIR / "optype" / "rank0.log", d / "node1-stdout.txt")  # rank from its [rank0]: lines
+    shutil.copy(PAIR / "optype" / "rank1.log", d / "node2-stdout.txt")
+    shutil.copy(PAIR / "optype" / "nccl_trace_rank_0", d / "nccl_trace_rank_0")
+    shutil.copy(PAIR / "optype" / "nccl_trace_rank_1", d / "dump_from_rank1.bin")  # kind from content
+    shutil.copy(CAP / "watchdog.pyspy.rank0.txt", d / "pyspy-rank0.txt")
+    shutil.copy(CAP / "desync_ras.t20.pyspy.rank1.json", d / "stack_rank1.json")
+    shutil.copy(PAIR / "ras" / "optype_ras.t20.ras.txt", d / "ras_status")
+    shutil.copy(CAP / "watchdog.nvidia-smi.txt", d / "smi.out")
+    (d / "notes.md").write_text("what I saw\n")
+    return d
+
+
+def test_plain_folder_reads_every_kind(tmp_path):
+    ((name, ev),) = read_bundle(_plain_folder(tmp_path))
+    n = ev.nodes[0]
+    assert sorted(n.logs) == ["rank 0", "rank 1"]
+    assert sorted(n.fr_traces) == ["rank 0", "rank 1"]
+    assert sorted(s.key for s in n.pyspy) == ["rank 0", "rank 1"]
+    assert [s.key for s in n.ras] == ["text"] and len(n.gpu) == 1
+    assert sorted(w.rank for w in n.workers) == [0, 1]
+
+
+def test_investigate_offline_plain_folder(tmp_path, capsys):
+    rc = main(["investigate", "--offline", str(_plain_folder(tmp_path)), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    v = out["verdict"]
+    assert rc == 1 and v["rule"] == "R4" and "nccl_collective_mismatch" in v["finding_ids"]
+    assert v["details"]["seq"] == 2 and "nccl:all_reduce" in v["title"] and "nccl:broadcast" in v["title"]
+
+
+def test_plain_folder_with_nothing_usable_is_exit_2(tmp_path, capsys):
+    (tmp_path / "blob.bin").write_bytes(b"\x00\x01\x02" * 100)
+    rc = main(["investigate", "--offline", str(tmp_path)])
+    assert rc == 2 and "no file there is a rank log" in capsys.readouterr().err
+
+
+def test_capture_folders_unchanged(capsys):
+    # the capture folder still gives one verdict per prefix (its nvidia-smi table now read as GPU rows)
+    rc = main(["investigate", "--offline", str(CAP), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    names = [b["name"] for b in out["bundles"]]
+    assert "watchdog" in names and "desync_ras" in names and rc == 1
+
+
+# --------------------------------------------------------------------------- live: the debug-info pipe
+
+
+_FAKE_RANK = r"""
+import os, pickle, sys, time
+pipe = os.environ["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] + os.environ["RANK"] + ".pipe"
+os.mkfifo(pipe)
+fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+print("ready", flush=True)
+end = time.time() + 30
+while time.time() < end:
+    try:
+        got = os.read(fd, 64)
+    except BlockingIOError:
+        got = b""
+    if got:
+        data = {"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": [
+            {"collective_seq_id": 7, "profiling_name": "nccl:broadcast", "state": "scheduled",
+             "input_sizes": [[4]], "output_sizes": [[4]], "process_group": ("0", "default_pg")}]}
+        with open(os.environ["TORCH_FR_DUMP_TEMP_FILE"] + os.environ["RANK"], "wb") as fh:
+            fh.write(pickle.dumps(data))
+    time.sleep(0.1)
+"""
+
+
+def test_frdump_probe_writes_the_pipe_and_reads_the_dump(tmp_path):
+    from sparktui.probes import procfs
+
+    env = dict(os.environ, RANK="1", TORCH_NCCL_DEBUG_INFO_PIPE_FILE=str(tmp_path / "frpipe_"),
+               TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "fr_"), TORCH_FR_BUFFER_SIZE="2000")
+    p = subprocess.Popen([sys.executable, "-c", _FAKE_RANK], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        t = time.time()
+        res = procfs.frdump([p.pid], wait=8)
+        (item,) = res["dumps"]
+        assert item["triggered"] and item["rank"] == 1 and "data" in item, item
+        assert time.time() - t < 8.5
+        import base64
+
+        d = flight_recorder.decode(base64.b64decode(item["data"]))
+        assert flight_recorder.collective_ops(d, 1)[0].op == "nccl:broadcast"
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_frdump_probe_without_a_reader_is_bounded(tmp_path):
+    from sparktui.probes import procfs
+
+    env = dict(os.environ, RANK="0", TORCH_NCCL_DEBUG_INFO_PIPE_FILE=str(tmp_path / "frpipe_"),
+               TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "fr_"), TORCH_FR_BUFFER_SIZE="2000")
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    try:
+        time.sleep(0.3)
+        t = time.time()
+        (item,) = procfs.frdump([p.pid], wait=1)["dumps"]
+        assert not item["triggered"] and "error" in item and time.time() - t < 3
+    finally:
+        p.kill()
+        p.wait()
