@@ -266,6 +266,18 @@ def compare_ranks(trackers: list[RankTracker]) -> list[Behind]:
                 t.enq_line[0] if t.enq_line else None,
                 tuple(_ev(f.source, f.wd_line) + _ev(t.source, t.enq_line)), "watchdog",
             ))
+    # 2b. watchdogs fired on different SeqNums (no PG status line to say more): the lowest is behind
+    if fired:
+        top = max(fired, key=lambda t: t.wd_seq)
+        for t in fired:
+            if t.wd_seq < top.wd_seq and not any(b.source == t.source for b in out):
+                out.append(Behind(
+                    t.rank, t.source,
+                    f"rank {t.rank}'s watchdog fired on SeqNum {t.wd_seq} ({t.wd_op}) while rank {top.rank} had "
+                    f"reached SeqNum {top.wd_seq} ({top.wd_op})",
+                    t.wd_line[0] if t.wd_line else None, tuple(_ev(t.source, t.wd_line) + _ev(top.source, top.wd_line)),
+                    "watchdog",
+                ))
     # 3. ACTIVE OPS: peers wait inside a collective, this rank has none in flight
     waiting = [t for t in ts if t.active_ops]
     for t in ts:

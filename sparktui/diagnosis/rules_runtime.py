@@ -46,7 +46,9 @@ def rule_r4_mismatch(c: _Ctx) -> Verdict | None:
     split, split_node, split_cmp = None, "", None
     for nf in c.nodes:
         for cmp in nf.comparisons:
-            if cmp.split is not None and (cmp.frozen or len(nf.ras) < 2 or not cmp.advanced):
+            # both directions cannot happen on one shared sequence, moving or not (a rank further along it
+            # has at least as many of every op), so a split counts even under traffic, with less weight
+            if cmp.split is not None:
                 split, split_node, split_cmp = cmp.split, nf.node, cmp
                 break
         if split:
@@ -56,7 +58,8 @@ def rule_r4_mismatch(c: _Ctx) -> Verdict | None:
     ids = ["nccl_collective_mismatch"] + (["nccl_watchdog_timeout"] if any(r.has("watchdog_timeout") for r in c.ranks)
                                           else [])
     if split is not None:
-        state = "frozen across polls" if split_cmp.frozen else "one poll"
+        state = "frozen across polls" if split_cmp.frozen else "still moving" if split_cmp.advanced and \
+            len(c.nodes[0].ras if c.nodes else []) > 1 else "one poll"
         c.note(split_node, f"RAS ({state}): {split.describe()}: each rank is ahead on a different collective")
     if found is not None:
         for o in (found.a, found.b):
@@ -82,7 +85,7 @@ def rule_r4_mismatch(c: _Ctx) -> Verdict | None:
                f"split is at or before #{seq} (exactly there if the ranks hung on the mismatched pair); a Flight "
                "Recorder dump names it exactly")
         op_a, op_b, ra, rb, what = split.op_a, split.op_b, split.a, split.b, "op type"
-        conf = 0.9 if split_cmp.frozen else 0.75
+        conf = 0.9 if split_cmp.frozen else 0.7 if "moving" in state else 0.75
         fa, fb = _frame_of(c, ra, None), _frame_of(c, rb, None)
     for rank, fr in ((ra, fa), (rb, fb)):
         rf = next((r for r in c.ranks if r.rank == rank), None)

@@ -285,3 +285,98 @@ def test_frdump_probe_without_a_reader_is_bounded(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+_ARMED_RANK = r"""
+import os, pickle, sys, time
+print(open(sys.argv[1]).read(), end="", flush=True)
+rank = os.environ["RANK"]
+pipe = os.environ["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] + rank + ".pipe"
+os.mkfifo(pipe)
+fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+open(pipe + ".ready", "w").close()
+entries = [{"collective_seq_id": s, "profiling_name": "nccl:all_reduce", "state": "completed",
+            "input_sizes": [[1048576]], "output_sizes": [[1048576]], "process_group": ("0", "default_pg")}
+           for s in range(1, 151)]
+entries.append({"collective_seq_id": 151, "profiling_name": "nccl:all_reduce" if rank == "0" else "nccl:broadcast",
+                "state": "started", "input_sizes": [[1048576]], "output_sizes": [[1048576]],
+                "process_group": ("0", "default_pg"),
+                "frames": [{"name": "step", "filename": "/app/train.py", "line": 40 + int(rank)}]})
+end = time.time() + 120
+while time.time() < end:
+    try:
+        got = os.read(fd, 64)
+    except BlockingIOError:
+        got = b""
+    if got:
+        with open(os.environ["TORCH_FR_DUMP_TEMP_FILE"] + rank, "wb") as fh:
+            fh.write(pickle.dumps({"version": "2.10", "pg_config": {"0": {"name": "0", "desc": "default_pg"}},
+                                   "pg_status": {"0": {"last_enqueued_collective": 151,
+                                                       "last_completed_collective": 150}},
+                                   "entries": entries}))
+    time.sleep(0.1)
+"""
+
+
+async def test_live_investigation_takes_fr_dumps_through_the_pipe(tmp_path):
+    """Two armed stand-in ranks (real processes, real FIFOs, the pipe protocol torch uses): the
+    investigation pokes each pipe, reads the dumps back, and the verdict names the split."""
+    import asyncio
+
+    from sparktui.actions.base import ActionContext
+    from sparktui.actions.investigate import Investigate
+    from sparktui.config import parse_config
+    from sparktui.nodes.local import LocalNode
+
+    run = tmp_path / "run"
+    run.mkdir()
+    procs = []
+    for rank in (0, 1):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="1",
+                   TORCH_NCCL_DEBUG_INFO_PIPE_FILE=str(run / "frpipe_"), TORCH_FR_DUMP_TEMP_FILE=str(run / "fr_"),
+                   TORCH_FR_BUFFER_SIZE="2000", NCCL_DEBUG="INFO")
+        log = open(run / f"worker_rank{rank}.log", "w")
+        procs.append(subprocess.Popen([sys.executable, "-c", _ARMED_RANK, str(CAP / f"desync_ras.rank{rank}.log")],
+                                      stdout=log, stderr=subprocess.STDOUT, env=env))
+    try:
+        async def ready():
+            while not all((run / f"frpipe_{r}.pipe.ready").exists() for r in (0, 1)):
+                await asyncio.sleep(0.05)
+        await asyncio.wait_for(ready(), 20)
+        cfg = parse_config('[cluster]\nname = "t"\n[[node]]\nname = "here"\nbackend = "local"\n')
+        action = Investigate(interval=1.0, run_dir=str(run), ras_port=1, gpu_samples=1, use_pyspy=False,
+                             pids={"here": [p.pid for p in procs]}, bundle=str(tmp_path / "bundle"))
+        events = []
+        await action.run(ActionContext(cfg, {"here": LocalNode(cfg.nodes[0])}, emit=events.append))
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert sorted(action.evidence.nodes[0].fr_traces) == ["rank 0", "rank 1"]
+    assert any(e.message.startswith("Flight Recorder: dumps from rank 0, rank 1") for e in events)
+    v = action.verdict
+    assert v.rule == "R4" and v.details["seq"] == 151 and v.details["source"] == "Flight Recorder"
+    assert "nccl:all_reduce" in v.details["op_a"] and "nccl:broadcast" in v.details["op_b"]
+    assert "step (train.py:40)" in v.next_action and "step (train.py:41)" in v.next_action
+    ((_, ev),) = read_bundle(tmp_path / "bundle")  # the dumps travel in the bundle: the replay agrees
+    assert decide(ev).details["seq"] == 151
+
+
+async def test_read_only_investigation_does_not_poke_the_pipe(tmp_path):
+    from sparktui.actions.base import ActionContext
+    from sparktui.actions.investigate import Investigate
+    from sparktui.config import parse_config
+    from sparktui.nodes.local import LocalNode
+
+    env = dict(os.environ, RANK="0", TORCH_NCCL_DEBUG_INFO_PIPE_FILE=str(tmp_path / "frpipe_"),
+               TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "fr_"), TORCH_FR_BUFFER_SIZE="2000")
+    os.mkfifo(tmp_path / "frpipe_0.pipe")
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+    try:
+        cfg = parse_config('[cluster]\nname = "t"\n[[node]]\nname = "here"\nbackend = "local"\n')
+        action = Investigate(interval=0.5, ras_port=1, gpu_samples=1, use_pyspy=False, pids={"here": [p.pid]})
+        await action.run(ActionContext(cfg, {"here": LocalNode(cfg.nodes[0])}, emit=lambda e: None, read_only=True))
+    finally:
+        p.kill()
+        p.wait()
+    assert not action.evidence.nodes[0].fr_traces
