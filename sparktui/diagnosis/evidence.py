@@ -17,8 +17,10 @@ Bundle layout (one folder per node, each laid out like fixtures/nccl-2gpu)::
     DIR/<node>/ev.rank<R>.log           the last lines of each rank's logs
     DIR/<node>/ev.<name>.log            other logs read (container logs, NCCL debug files)
 
-``read_capture_dir`` also reads a plain capture folder (``*.rankN.log``, ``*.tNN.ras.json|txt``,
-``*.pyspy*.json|txt``, ``*.gpu.csv``, ``*.threads.txt``, ``*.fr_trace_N``), one prefix at a time.
+``read_bundle`` also reads a capture folder (``*.rankN.log``, ``*.tNN.ras.json|txt``,
+``*.pyspy*.json|txt``, ``*.gpu.csv``, ``*.threads.txt``, ``*.fr_trace_N``), one prefix at a time, and
+any other files there by their content (plain_dir.py): a user's folder of rank logs, Flight Recorder
+dumps (``nccl_trace_rank_N``), py-spy, RAS and nvidia-smi output, named as they please.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..logs.safe_files import SafeDir, UnsafeFile, describe
-from . import flight_recorder, shapes
+from . import flight_recorder, plain_dir, shapes
 from .shapes import MAX_JSON_BYTES
 
 BUNDLE_VERSION = 1
@@ -308,12 +310,12 @@ def read_bundle(path: str | os.PathLike) -> list[tuple[str, Evidence]]:
                 if "meta.json" in entries:
                     return [(p.name, _bundle(rd, top, entries))]
                 prefixes = _prefixes(entries)
-                loose = _loose(top, entries)
+                loose = plain_dir.loose_files(entries, _is_capture_file)
                 if not prefixes and not loose:
                     raise BundleError(f"{p}: no bundle (meta.json), no capture files (*.rankN.log, *.ras.json, ...) "
                                       "and no rank logs, Flight Recorder dumps, py-spy, RAS or nvidia-smi output")
                 groups = [(pre, _capture(rd, top, pre)) for pre in prefixes]
-                return _with_loose(rd, top, p.name, groups, loose)
+                return plain_dir.with_loose(rd, top, p.name, groups, loose)
         if p.parent.is_dir():
             with SafeDir(p.parent) as top:
                 if p.name in _prefixes(top.entries()):
@@ -357,67 +359,6 @@ def _bundle(rd: _Reader, top: SafeDir, entries: dict[str, str]) -> Evidence:
     return Evidence(nodes=nodes, started=meta["started"], finished=meta["finished"], interval=meta["interval"],
                     source="offline", fabric_ips=meta["fabric_ips"], expected_hcas=meta["expected_hcas"],
                     read_notes=rd.notes)
-
-
-_SKIP_SUFFIXES = (".md", ".py", ".toml", ".sh", ".gz", ".zip", ".tar", ".png", ".jpg")
-
-
-def _loose(d: SafeDir, entries: dict[str, str]) -> list[str]:
-    """Files of a folder that are neither a bundle's nor capture-named: read by their content."""
-    out = []
-    for name, kind in entries.items():
-        if name.startswith(".") or name == "meta.json" or name.endswith(_SKIP_SUFFIXES) or _is_capture_file(name):
-            continue
-        if kind != "file":
-            continue  # a user's folder may hold links and sub-folders: never followed, not evidence
-        out.append(name)
-    return sorted(out)
-
-
-def _with_loose(rd: _Reader, d: SafeDir, folder: str, groups: list[tuple[str, Evidence]],
-                loose: list[str]) -> list[tuple[str, Evidence]]:
-    """Loose files join the capture group whose prefix they carry, or the only group; the rest make
-    one group of their own (a plain folder: one incident, every file read by its content)."""
-    from . import plain_dir
-
-    rest = []
-    for name in loose:
-        owner = next((ev for pre, ev in groups if name.startswith(pre + ".")), None)
-        if owner is None and len(groups) == 1:
-            owner = groups[0][1]
-        if owner is None:
-            rest.append(name)
-            continue
-        before = len(rd.notes)
-        plain_dir.read_files(rd, d, [name], owner.nodes[0])
-        owner.read_notes += rd.notes[before:]
-        _capture_workers(owner.nodes[0])
-    if rest:
-        before = len(rd.notes)
-        node = NodeEvidence(node="local")
-        used = plain_dir.read_files(rd, d, rest, node)
-        if not used and not groups:
-            why = "; ".join(rd.notes[before:before + 3])
-            raise BundleError(f"{d.path}: no file there is a rank log, Flight Recorder dump, py-spy, RAS or "
-                              f"nvidia-smi output" + (f" ({why})" if why else ""))
-        if used:
-            _capture_workers(node)
-            times = sorted({s.t for s in node.ras} | {s.t for s in node.pyspy})
-            groups.append((folder, Evidence(nodes=[node], started=0.0, source="offline",
-                                            interval=(times[-1] - times[0]) if len(times) > 1 else 0.0,
-                                            read_notes=rd.notes[before:])))
-    return groups
-
-
-def _capture_workers(node: NodeEvidence) -> None:
-    ranks = sorted({int(k.split()[1]) for k in list(node.logs) + [s.key for s in node.pyspy] + list(node.fr_traces)
-                    if k.startswith("rank ") and k.split()[1].isdecimal()})
-    known = {w.rank for w in node.workers}
-    node.workers += [Worker(pid=0, rank=r, alive=None) for r in ranks if r not in known]
-    node.ras.sort(key=lambda s: (s.t, s.key))
-    node.gpu.sort(key=lambda s: s.t)
-    node.threads.sort(key=lambda s: s.t)
-    node.pyspy.sort(key=lambda s: (s.t, s.key))
 
 
 def _capture(rd: _Reader, d: SafeDir, prefix: str) -> Evidence:

@@ -205,3 +205,67 @@ def read_files(rd, d: "SafeDir", names: list[str], node: "NodeEvidence") -> list
                 node.pyspy.append(Sample(t, text, key))
         used.append(name)
     return used
+
+
+# --------------------------------------------------------------------------- grouping
+
+_SKIP_SUFFIXES = (".md", ".py", ".toml", ".sh", ".gz", ".zip", ".tar", ".png", ".jpg")
+
+
+def loose_files(entries: dict[str, str], is_capture_file) -> list[str]:
+    """Files of a folder that are neither a bundle's nor capture-named: read by their content."""
+    out = []
+    for name, kind in entries.items():
+        if name.startswith(".") or name == "meta.json" or name.endswith(_SKIP_SUFFIXES) or is_capture_file(name):
+            continue
+        if kind != "file":
+            continue  # a user's folder may hold links and sub-folders: never followed, not evidence
+        out.append(name)
+    return sorted(out)
+
+
+def with_loose(rd, d: "SafeDir", folder: str, groups: list, loose: list[str]) -> list:
+    """Loose files join the capture group whose prefix they carry, or the only group; the rest make
+    one group of their own (a plain folder: one incident, every file read by its content)."""
+    from .evidence import BundleError, Evidence, NodeEvidence
+
+    rest = []
+    for name in loose:
+        owner = next((ev for pre, ev in groups if name.startswith(pre + ".")), None)
+        if owner is None and len(groups) == 1:
+            owner = groups[0][1]
+        if owner is None:
+            rest.append(name)
+            continue
+        before = len(rd.notes)
+        read_files(rd, d, [name], owner.nodes[0])
+        owner.read_notes += rd.notes[before:]
+        _capture_workers(owner.nodes[0])
+    if rest:
+        before = len(rd.notes)
+        node = NodeEvidence(node="local")
+        used = read_files(rd, d, rest, node)
+        if not used and not groups:
+            why = "; ".join(rd.notes[before:before + 3])
+            raise BundleError(f"{d.path}: no file there is a rank log, Flight Recorder dump, py-spy, RAS or "
+                              f"nvidia-smi output" + (f" ({why})" if why else ""))
+        if used:
+            _capture_workers(node)
+            times = sorted({s.t for s in node.ras} | {s.t for s in node.pyspy})
+            groups.append((folder, Evidence(nodes=[node], started=0.0, source="offline",
+                                            interval=(times[-1] - times[0]) if len(times) > 1 else 0.0,
+                                            read_notes=rd.notes[before:])))
+    return groups
+
+
+def _capture_workers(node: "NodeEvidence") -> None:
+    from .evidence import Worker
+
+    ranks = sorted({int(k.split()[1]) for k in list(node.logs) + [s.key for s in node.pyspy] + list(node.fr_traces)
+                    if k.startswith("rank ") and k.split()[1].isdecimal()})
+    known = {w.rank for w in node.workers}
+    node.workers += [Worker(pid=0, rank=r, alive=None) for r in ranks if r not in known]
+    node.ras.sort(key=lambda s: (s.t, s.key))
+    node.gpu.sort(key=lambda s: s.t)
+    node.threads.sort(key=lambda s: s.t)
+    node.pyspy.sort(key=lambda s: (s.t, s.key))
