@@ -25,6 +25,8 @@ from .base import Action, ActionContext, ActionResult
 from .prearm import run_dir as default_run_dir
 
 DEFAULT_INTERVAL = 25.0
+# the env that says where a rank's Flight Recorder dump goes (and its on-demand pipe)
+_FR_ENV = ("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 
 
 class Investigate(Action):
@@ -99,9 +101,11 @@ class Investigate(Action):
                     # still waiting in rendezvous, before NCCL installed its handler)
                     if w.env.get("NCCL_PROXY_DUMP_SIGNAL") == "10" and w.pid in caught:
                         jobs.append(probe.proxy_dump(node, w.pid))
-                armed = [w for w in live if w.rank is not None and w.env.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")]
-                if armed:
-                    jobs.append(self._fr_dumps(n, node, armed, emit))
+            # Flight Recorder: a dump taken now through the debug-info pipe (not in read-only mode: it
+            # makes the rank write a file), else the one torch wrote on a timeout, if any
+            fr = [w for w in live if w.rank is not None and any(w.env.get(k) for k in _FR_ENV)]
+            if fr:
+                jobs.append(self._fr_dumps(n, node, fr, emit, trigger=not ctx.read_only))
         await asyncio.gather(*jobs)
 
     async def _ras(self, n, node, t, emit) -> None:
@@ -125,11 +129,11 @@ class Investigate(Action):
         else:
             emit("info", f"RAS: no answer ({st.error[:120]})")
 
-    async def _fr_dumps(self, n, node, armed: list[Worker], emit) -> None:
+    async def _fr_dumps(self, n, node, armed: list[Worker], emit, trigger: bool = True) -> None:
         """Take a Flight Recorder dump from every armed rank through its debug-info pipe, so the
         verdict can compare the collectives by sequence number (op, sizes, process group per rank)."""
         try:
-            dumps = await probe.fr_dumps(node, [w.pid for w in armed], wait=self.fr_wait)
+            dumps = await probe.fr_dumps(node, {w.pid: w.rank for w in armed}, wait=self.fr_wait, trigger=trigger)
         except probe.ProbeError as exc:
             n.notes.append(f"Flight Recorder: {exc}")
             emit("info", f"Flight Recorder: {exc}")

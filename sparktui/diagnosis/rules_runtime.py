@@ -34,7 +34,11 @@ def _frame_of(c: _Ctx, rank: int, op: CollOp | None) -> str:
     return pyspy_mod.user_frame(d) or pyspy_mod.top_frame(d) or ""
 
 
-def rule_r4_mismatch(c: _Ctx) -> Verdict | None:
+def rule_r4_exact(c: _Ctx) -> Verdict | None:
+    return rule_r4_mismatch(c, exact_only=True)
+
+
+def rule_r4_mismatch(c: _Ctx, exact_only: bool = False) -> Verdict | None:
     """Ranks that issued different collectives at one sequence number: from Flight Recorder entries
     or watchdog lines (exact), else from RAS counts ahead in both directions (placed as the counts allow)."""
     found, how = None, ""
@@ -43,6 +47,8 @@ def rule_r4_mismatch(c: _Ctx) -> Verdict | None:
         if ms:
             found, how = ms[0], source
             break
+    if found is None and exact_only:
+        return None
     split, split_node, split_cmp = None, "", None
     for nf in c.nodes:
         for cmp in nf.comparisons:

@@ -7,7 +7,7 @@ standard-library only and self-contained (no package imports).  Commands print o
     scan  [--pids 1,2] [--run-dir DIR] [--sample SECONDS]   workers, threads (with CPU%), env, libnccl
     tail  PATH... [--head N] [--tail N]                        the start and end of log files
     connect HOST:PORT...                                       TCP connect checks (rendezvous, Ray)
-    frdump PID... [--wait S]                                   on-demand Flight Recorder dumps (debug-info pipe)
+    frdump PID[:RANK]... [--wait S] [--no-trigger]             Flight Recorder dumps (on demand through the debug-info pipe)
 """
 
 import hashlib
@@ -227,7 +227,22 @@ def _mtime_size(path):
         return None
 
 
-def frdump(pids, wait=8.0, limit=16 << 20):
+def _started(pid):
+    """A process's start time (epoch seconds), from /proc/PID/stat and the boot time."""
+    stat = _read(f"/proc/{pid}/stat")
+    boot = _read("/proc/stat")
+    if not stat or not boot:
+        return None
+    try:
+        ticks = int(stat.decode("utf-8", "replace").rsplit(")", 1)[1].split()[19])
+        btime = next(int(l.split()[1]) for l in boot.decode().splitlines() if l.startswith("btime "))
+    except (IndexError, ValueError, StopIteration):
+        return None
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    return btime + ticks / hz
+
+
+def frdump(pids, wait=8.0, limit=16 << 20, trigger=True):
     """Ask each armed rank for a Flight Recorder dump now and read it back.
 
     torch (ProcessGroupNCCL, buffer > 0, monitoring on) polls the FIFO
@@ -239,9 +254,14 @@ def frdump(pids, wait=8.0, limit=16 << 20):
     import stat as st_mod
 
     items = []
-    for pid in pids:
+    for spec in pids:
+        # "PID" or "PID:RANK": the caller may know a rank the env does not say (Ray workers have no RANK)
+        pid_s, _, rank = str(spec).partition(":")
+        if not pid_s.isdigit():
+            continue
+        pid = int(pid_s)
         env = _env(pid) or {}
-        rank = env.get("RANK", "")
+        rank = rank or env.get("RANK", "")
         if not rank.isdigit():
             continue
         root = f"/proc/{pid}/root" if _container(pid) else ""
@@ -250,7 +270,7 @@ def frdump(pids, wait=8.0, limit=16 << 20):
         item = {"pid": pid, "rank": int(rank), "path": root + prefix + rank, "triggered": False}
         item["before"] = _mtime_size(item["path"])
         pipe = env.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "")
-        if pipe and buf.isdigit() and int(buf) > 0:
+        if trigger and pipe and buf.isdigit() and int(buf) > 0:
             path = root + pipe + rank + ".pipe"
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
@@ -280,6 +300,12 @@ def frdump(pids, wait=8.0, limit=16 << 20):
         time.sleep(0.3)
     for it in items:
         it.pop("before", None)
+        now = _mtime_size(it["path"])
+        started = _started(it["pid"])
+        if now is not None and started is not None and now[0] < started - 1:
+            # left by an earlier run in the same folder: not this process's story
+            it["error"] = f"{it['path']}: older than the process (an earlier run's dump)"
+            continue
         data = _read(it["path"], limit + 1)
         if data is None:
             it.setdefault("error", f"{it['path']}: no dump written")
@@ -341,7 +367,8 @@ def main(argv):
         result = tail(args, head, tl)
     elif cmd == "frdump":
         wait = float(opt("--wait", "8"))  # before the pids: "--wait 8" must not read as a pid
-        result = frdump([int(p) for p in args if p.isdigit()], wait)
+        trigger = "--no-trigger" not in args
+        result = frdump([p for p in args if p[:1].isdigit()], wait, trigger=trigger)
     elif cmd == "connect":
         result = connect(args, float(opt("--timeout", "2.0")))
     else:

@@ -178,15 +178,18 @@ async def kernel_log(node: "Node", *, timeout: float = 10.0) -> list[str]:
     return [l for l in res.text.splitlines()[-2000:] if keep.search(l)][-50:]
 
 
-async def fr_dumps(node: "Node", pids: list[int], *, wait: float = 8.0) -> list[dict[str, Any]]:
-    """On-demand Flight Recorder dumps from the ranks armed with a debug-info pipe (see procfs.frdump):
+async def fr_dumps(node: "Node", ranks: dict[int, int], *, wait: float = 8.0, trigger: bool = True
+                   ) -> list[dict[str, Any]]:
+    """Flight Recorder dumps of the ranks ``{pid: rank}`` (see procfs.frdump): taken now through the
+    debug-info pipe where one is armed (``trigger``), else the dump already written (on a timeout).
     ``[{"pid", "rank", "path", "triggered", "data" (bytes) | "error"}]``.  Bounded by ``wait``."""
     import base64
     import binascii
 
-    if not pids:
+    if not ranks:
         return []
-    data = await _json(node, script_argv(procfs, "frdump", "--wait", str(wait), *map(str, pids)), wait + 30)
+    args = ["frdump", "--wait", str(wait), *(f"{pid}:{rank}" for pid, rank in ranks.items())]
+    data = await _json(node, script_argv(procfs, *args, *([] if trigger else ["--no-trigger"])), wait + 30)
     out = []
     for d in data.get("dumps", []):
         if not isinstance(d, dict) or not isinstance(d.get("rank"), int):

@@ -371,12 +371,38 @@ async def test_read_only_investigation_does_not_poke_the_pipe(tmp_path):
     env = dict(os.environ, RANK="0", TORCH_NCCL_DEBUG_INFO_PIPE_FILE=str(tmp_path / "frpipe_"),
                TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "fr_"), TORCH_FR_BUFFER_SIZE="2000")
     os.mkfifo(tmp_path / "frpipe_0.pipe")
+    reader = os.open(tmp_path / "frpipe_0.pipe", os.O_RDONLY | os.O_NONBLOCK)  # as torch holds it
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
     try:
         cfg = parse_config('[cluster]\nname = "t"\n[[node]]\nname = "here"\nbackend = "local"\n')
         action = Investigate(interval=0.5, ras_port=1, gpu_samples=1, use_pyspy=False, pids={"here": [p.pid]})
         await action.run(ActionContext(cfg, {"here": LocalNode(cfg.nodes[0])}, emit=lambda e: None, read_only=True))
+        try:
+            poked = os.read(reader, 64)
+        except BlockingIOError:
+            poked = b""
+    finally:
+        os.close(reader)
+        p.kill()
+        p.wait()
+    assert not action.evidence.nodes[0].fr_traces and poked == b""
+
+
+def test_frdump_ignores_an_earlier_runs_dump(tmp_path):
+    from sparktui.probes import procfs
+
+    old = tmp_path / "fr_0"
+    old.write_bytes(pickle.dumps({"entries": [], "version": "2.10"}))
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    env = dict(os.environ, RANK="0", TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "fr_"))
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    try:
+        time.sleep(0.3)
+        (item,) = procfs.frdump([f"{p.pid}:0"], wait=1, trigger=False)["dumps"]
+        assert "data" not in item and "earlier run" in item["error"]
+        old.write_bytes(old.read_bytes())  # rewritten now: this process's dump
+        (item,) = procfs.frdump([str(p.pid)], wait=1, trigger=False)["dumps"]
+        assert "data" in item
     finally:
         p.kill()
         p.wait()
-    assert not action.evidence.nodes[0].fr_traces
