@@ -24,14 +24,28 @@ def _log_ops(c: _Ctx) -> list[CollOp]:
     return out
 
 
-def _frame_of(c: _Ctx, rank: int, op: CollOp | None) -> str:
-    if op is not None and op.frame:
-        return op.frame
+def _pyspy_frame(c: _Ctx, rank: int) -> str:
     rf = next((r for r in c.ranks if r.rank == rank and r.pyspy), None)
     if rf is None:
         return ""
     d = rf.pyspy[-1][1]
     return pyspy_mod.user_frame(d) or pyspy_mod.top_frame(d) or ""
+
+
+def _frames(c: _Ctx, a: int, b: int, op_a: CollOp | None, op_b: CollOp | None) -> str:
+    """Where each rank is: the line that issued the collective (Flight Recorder stack), and py-spy's
+    frame, said per rank when py-spy tells them apart, and said plainly when it cannot."""
+    parts = []
+    fa, fb = (op_a.frame if op_a else ""), (op_b.frame if op_b else "")
+    if fa or fb:
+        parts.append(f"issued at rank {a}: {fa or '?'}; rank {b}: {fb or '?'}" if fa != fb else
+                     f"both issued at {fa}: the same line, so rank-local data or state chose the op")
+    pa, pb = _pyspy_frame(c, a), _pyspy_frame(c, b)
+    if pa and pb and pa == pb:
+        parts.append(f"py-spy shows both ranks in {pa}, which cannot tell them apart")
+    elif pa or pb:
+        parts.append(f"py-spy: rank {a} in {pa or '?'}, rank {b} in {pb or '?'}")
+    return "; ".join(parts) or "no frame: take py-spy dumps or a Flight Recorder dump"
 
 
 def rule_r4_exact(c: _Ctx) -> Verdict | None:
@@ -49,13 +63,13 @@ def rule_r4_mismatch(c: _Ctx, exact_only: bool = False) -> Verdict | None:
             break
     if found is None and exact_only:
         return None
-    split, split_node, split_cmp = None, "", None
+    split, split_node, split_cmp, polls = None, "", None, 0
     for nf in c.nodes:
         for cmp in nf.comparisons:
             # both directions cannot happen on one shared sequence, moving or not (a rank further along it
             # has at least as many of every op), so a split counts even under traffic, with less weight
             if cmp.split is not None:
-                split, split_node, split_cmp = cmp.split, nf.node, cmp
+                split, split_node, split_cmp, polls = cmp.split, nf.node, cmp, len(nf.ras)
                 break
         if split:
             break
@@ -64,8 +78,7 @@ def rule_r4_mismatch(c: _Ctx, exact_only: bool = False) -> Verdict | None:
     ids = ["nccl_collective_mismatch"] + (["nccl_watchdog_timeout"] if any(r.has("watchdog_timeout") for r in c.ranks)
                                           else [])
     if split is not None:
-        state = "frozen across polls" if split_cmp.frozen else "still moving" if split_cmp.advanced and \
-            len(c.nodes[0].ras if c.nodes else []) > 1 else "one poll"
+        state = "frozen across polls" if split_cmp.frozen else "still moving" if polls > 1 else "one poll"
         c.note(split_node, f"RAS ({state}): {split.describe()}: each rank is ahead on a different collective")
     if found is not None:
         for o in (found.a, found.b):
@@ -82,7 +95,6 @@ def rule_r4_mismatch(c: _Ctx, exact_only: bool = False) -> Verdict | None:
         where = f"#{seq}" + (f" of process group {found.pg}" if found.pg else "")
         op_a, op_b = a.describe(), b.describe()
         conf = 0.92 if how == "Flight Recorder" else 0.88
-        fa, fb = _frame_of(c, a.rank, a), _frame_of(c, b.rank, b)
         what, ra, rb = found.what, a.rank, b.rank
     else:
         seq = split.at_most
@@ -92,15 +104,11 @@ def rule_r4_mismatch(c: _Ctx, exact_only: bool = False) -> Verdict | None:
                "Recorder dump names it exactly")
         op_a, op_b, ra, rb, what = split.op_a, split.op_b, split.a, split.b, "op type"
         conf = 0.9 if split_cmp.frozen else 0.7 if "moving" in state else 0.75
-        fa, fb = _frame_of(c, ra, None), _frame_of(c, rb, None)
-    for rank, fr in ((ra, fa), (rb, fb)):
-        rf = next((r for r in c.ranks if r.rank == rank), None)
-        if rf is not None and rf.pyspy and fr:
-            c.note(rf, f"py-spy: {pyspy_mod.where(rf.pyspy[-1][1])} in {fr}")
-    if fa and fa == fb:
-        frames = f"both ranks at {fa}: the same line, so the ops it issued differ by rank-local data or state"
-    else:
-        frames = f"rank {ra}: {fa or 'no frame'}; rank {rb}: {fb or 'no frame'}"
+    for rank in (ra, rb):
+        rf = next((r for r in c.ranks if r.rank == rank and r.pyspy), None)
+        if rf is not None:
+            c.note(rf, f"py-spy: {pyspy_mod.where(rf.pyspy[-1][1])} in {_pyspy_frame(c, rank)}")
+    frames = _frames(c, ra, rb, found.a if found else None, found.b if found else None)
     return c.make("R4_mismatch", True, ids, conf, where=where, seq=seq, a=ra, b=rb, op_a=op_a, op_b=op_b,
                   what=what, frames=frames, source=how or "RAS", lagging=[])
 

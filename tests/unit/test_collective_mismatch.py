@@ -406,3 +406,18 @@ def test_frdump_ignores_an_earlier_runs_dump(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+def test_exact_mismatch_outranks_the_peer_it_killed():
+    """A size mismatch can end in an NCCL error and a rank exiting: the split is the cause, the dead
+    peer its consequence."""
+    from sparktui.diagnosis.evidence import Evidence, NodeEvidence, Worker
+
+    n = NodeEvidence(node="gpuhost", workers=[Worker(pid=11, rank=0, alive=True), Worker(pid=12, rank=1, alive=False)])
+    n.logs = {f"rank {r}": (PAIR / "size" / f"rank{r}.log").read_text().splitlines() for r in (0, 1)}
+    n.fr_traces = {f"rank {r}": (PAIR / "size" / f"nccl_trace_rank_{r}").read_bytes() for r in (0, 1)}
+    v = decide(Evidence(nodes=[n]))
+    assert v.rule == "R4" and v.details["what"] == "size" and v.details["seq"] == 2
+    n.fr_traces = {}
+    n.logs["rank 1"] = (CAP / "watchdog.rank1.log").read_text().splitlines()  # no split left to name
+    assert decide(Evidence(nodes=[n])).rule == "R1"
