@@ -200,6 +200,8 @@ def run_mode(mode: str, outdir: Path, port: int, interval: float) -> dict:
             p.kill()
         p.wait()
     subprocess.run(["cp", "-r", arm.run_dir, str(mdir / "run_dir")])
+    # the Flight Recorder's debug-info pipes are FIFOs: no use as fixtures (git cannot hold them)
+    subprocess.run(["find", str(mdir / "run_dir"), "-type", "p", "-delete"])
     try:
         verdict = json.loads(res.stdout)["verdict"]
     except (json.JSONDecodeError, KeyError):

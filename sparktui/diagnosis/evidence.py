@@ -312,6 +312,9 @@ def read_bundle(path: str | os.PathLike) -> list[tuple[str, Evidence]]:
                 prefixes = _prefixes(entries)
                 loose = plain_dir.loose_files(entries, _is_capture_file)
                 if not prefixes and not loose:
+                    per_node = plain_dir.read_node_dirs(rd, top, entries, _is_capture_file)
+                    if per_node:
+                        return per_node
                     raise BundleError(f"{p}: no bundle (meta.json), no capture files (*.rankN.log, *.ras.json, ...) "
                                       "and no rank logs, Flight Recorder dumps, py-spy, RAS or nvidia-smi output")
                 groups = [(pre, _capture(rd, top, pre)) for pre in prefixes]

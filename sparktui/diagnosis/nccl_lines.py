@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .collectives import parse_work
+
 __all__ = [
     "NcclLine",
     "WatchdogLine",
@@ -333,8 +335,6 @@ _PG_ID = re.compile(r"\[PG ID (\d+) ")
 
 
 def _work(text: str) -> WatchdogLine | None:
-    from .collectives import parse_work
-
     f = parse_work(text)
     if not f or not f.get("OpType") or not (f.get("SeqNum") or "").isdecimal() or len(f["SeqNum"]) > 15:
         return None

@@ -269,3 +269,28 @@ def _capture_workers(node: "NodeEvidence") -> None:
     node.gpu.sort(key=lambda s: s.t)
     node.threads.sort(key=lambda s: s.t)
     node.pyspy.sort(key=lambda s: (s.t, s.key))
+
+
+def read_node_dirs(rd, top: "SafeDir", entries: dict[str, str], is_capture_file) -> list:
+    """A folder of per-node folders (``spark1/``, ``spark2/``, each with that node's files): one
+    incident, one node each.  One level deep; links are never followed (SafeDir.sub refuses them)."""
+    from .evidence import Evidence, NodeEvidence
+
+    nodes = []
+    before = len(rd.notes)
+    for name, kind in sorted(entries.items()):
+        if kind != "dir" or name.startswith("."):
+            continue
+        with top.sub(name) as d:
+            sub = d.entries()
+            files = [n for n, k in sub.items() if k == "file" and not n.startswith(".") and not n.endswith(_SKIP_SUFFIXES)]
+            node = NodeEvidence(node=name)
+            if files and read_files(rd, d, files, node):
+                _capture_workers(node)
+                nodes.append(node)
+    if not nodes:
+        return []
+    times = sorted({s.t for n in nodes for s in n.ras} | {s.t for n in nodes for s in n.pyspy})
+    return [(top.path.rstrip("/").rsplit("/", 1)[-1], Evidence(
+        nodes=nodes, started=0.0, source="offline", interval=(times[-1] - times[0]) if len(times) > 1 else 0.0,
+        read_notes=rd.notes[before:]))]

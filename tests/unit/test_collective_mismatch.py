@@ -421,3 +421,15 @@ def test_exact_mismatch_outranks_the_peer_it_killed():
     n.fr_traces = {}
     n.logs["rank 1"] = (CAP / "watchdog.rank1.log").read_text().splitlines()  # no split left to name
     assert decide(Evidence(nodes=[n])).rule == "R1"
+
+
+def test_plain_folder_of_node_folders(tmp_path):
+    """What a user of two Sparks has: one folder per node, each with its rank's files."""
+    for node, r in (("spark1", 0), ("spark2", 1)):
+        (tmp_path / node).mkdir()
+        shutil.copy(PAIR / "optype" / f"rank{r}.log", tmp_path / node / "vllm.log")
+        shutil.copy(PAIR / "optype" / f"nccl_trace_rank_{r}", tmp_path / node / f"nccl_trace_rank_{r}")
+    ((_, ev),) = read_bundle(tmp_path)
+    assert [n.node for n in ev.nodes] == ["spark1", "spark2"]
+    v = decide(ev)
+    assert v.rule == "R4" and v.details["seq"] == 2 and set(v.evidence) == {"spark1", "spark2"}
