@@ -22,6 +22,15 @@ TORCH_NCCL_DEBUG_INFO_PIPE_FILE=<run_dir>/frpipe_): the live investigation write
 <run_dir>/frpipe_<rank>.pipe and reads <run_dir>/fr_<rank> back.  Their summary also checks that the
 verdict names the sequence number MISMATCH_SEQ (151) and both ranks' ops.
 
+On the lent 2-GPU machine (kind nvidia-h200-x2; torch there is /opt/torch/.venv's python3, nothing
+to install; py-spy optional: without it the investigation notes so and goes on):
+
+    INVESTIGATE_INTERVAL=20 python3 scripts/device/nccl_modes.py /tmp/runs optype_mismatch size_mismatch
+    tar czf $OUT/runs.tgz -C /tmp runs     # $OUT brings back at most 8 files, 2 folders deep
+
+then unpack runs/<mode>/ into tests/fixtures/device-runs/<mode>/ (bundle/, investigate.json,
+investigate.err, summary.json; run_dir/ only if small) and test the offline replay of each bundle.
+
 Each worker is launched with sparktui's pre-armed env (sparktui.actions.prearm).  A watcher feeds
 the worker logs and RAS counts into sparktui's StallDetector and times "suspected hang"; then
 ``sparktui investigate --json --bundle`` runs as a subprocess with a local-node config.

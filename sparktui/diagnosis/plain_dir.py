@@ -80,7 +80,7 @@ def sniff(name: str, head: bytes, whole: bytes | None = None) -> str:
         if re.search(r'"(?:frames|thread_name|os_thread_id)"', text):
             return "pyspy"
         return "log"
-    if _SMI.search(text):
+    if _SMI.search(text) or "==NVSMI LOG==" in text:
         return "gpu"
     if _GPU_CSV.search(text):
         return "gpu"

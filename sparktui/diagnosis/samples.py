@@ -28,6 +28,8 @@ def parse_gpu_csv(text: str) -> list[GpuRow]:
     Header lines may repeat (several samples in one file); columns are found by header name so the
     ``noheader`` form with the same order also works.
     """
+    if "NVSMI LOG" in text:
+        return parse_smi_query(text)
     if "NVIDIA-SMI" in text:
         return parse_smi_table(text)
     cols = ["index", "utilization.gpu", "power.draw", "memory.used", "clocks.sm"]
@@ -74,6 +76,54 @@ def parse_smi_table(text: str) -> list[GpuRow]:
         rows.append(GpuRow(index=int(m.group(1)), util=float(util.group(1)) if util else None,
                            power_w=float(power.group(1)) if power else None,
                            mem_mib=float(mem.group(1)) if mem else None))
+    return rows
+
+
+_Q_FIELD = re.compile(r"^(\s*)([A-Za-z][\w ./()-]*?)\s*:\s*(.*)$")
+
+
+def parse_smi_query(text: str) -> list[GpuRow]:
+    """``nvidia-smi -q``: one row per ``GPU <bus id>`` section (index = its Minor Number, else its
+    order); utilisation from its Utilization block, power from the first Instantaneous (else Average,
+    else plain) Power Draw, memory from the first "Used" in MiB (FB memory)."""
+    rows: list[GpuRow] = []
+    cur: dict | None = None
+    block = ""
+
+    def close() -> None:
+        if cur is not None:
+            power = next((cur[k] for k in ("inst", "avg", "plain") if k in cur), None)
+            rows.append(GpuRow(index=cur.get("index", len(rows)), util=cur.get("util"), power_w=power,
+                               mem_mib=cur.get("mem")))
+
+    for line in text.splitlines()[:100_000]:
+        if line.startswith("GPU ") and " : " not in line:  # a section: "GPU 00000000:00:06.0"
+            close()
+            cur, block = {}, ""
+            continue
+        if cur is None:
+            continue
+        m = _Q_FIELD.match(line)
+        if not m:
+            block = line.strip()  # a heading: "Utilization", "GPU Power Readings", ...
+            continue
+        key, val = m.group(2).strip(), m.group(3).strip()
+        num = _num(val)
+        if key == "Minor Number" and val.isdecimal() and len(val) < 4:
+            cur["index"] = int(val)
+        elif num is None:
+            continue
+        elif block == "Utilization" and key == "GPU":
+            cur.setdefault("util", num)
+        elif key == "Instantaneous Power Draw":
+            cur.setdefault("inst", num)
+        elif key == "Average Power Draw":
+            cur.setdefault("avg", num)
+        elif key == "Power Draw":
+            cur.setdefault("plain", num)
+        elif key == "Used" and "MiB" in val:
+            cur.setdefault("mem", num)
+    close()
     return rows
 
 

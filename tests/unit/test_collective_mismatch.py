@@ -433,3 +433,18 @@ def test_plain_folder_of_node_folders(tmp_path):
     assert [n.node for n in ev.nodes] == ["spark1", "spark2"]
     v = decide(ev)
     assert v.rule == "R4" and v.details["seq"] == 2 and set(v.evidence) == {"spark1", "spark2"}
+
+
+def test_nvidia_smi_q_and_table_forms():
+    from sparktui.diagnosis.samples import parse_gpu_csv
+
+    q = parse_gpu_csv((FX / "nvidia-smi" / "h200.nvidia-smi-q.txt").read_text())
+    assert [(g.index, g.util, g.power_w) for g in q] == [(0, 0.0, 126.45), (1, 0.0, 81.4)]
+    table = parse_gpu_csv((CAP / "watchdog.nvidia-smi.txt").read_text())
+    assert [(g.index, g.util, g.power_w, g.mem_mib) for g in table] == [(0, 100.0, 123.0, 1011.0), (1, 0.0, 125.0, 1011.0)]
+    # GB10 prints no memory figure (unified memory): that field stays unknown, the rest is read
+    gb10 = (CAP / "watchdog.nvidia-smi.txt").read_text().replace("1011MiB / 143771MiB", "Not Supported      ")
+    assert [(g.util, g.mem_mib) for g in parse_gpu_csv(gb10)] == [(100.0, None), (0.0, None)]
+    from sparktui.diagnosis.plain_dir import sniff
+
+    assert sniff("x", (FX / "nvidia-smi" / "h200.nvidia-smi-q.txt").read_bytes()[:4096]) == "gpu"

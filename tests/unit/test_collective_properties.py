@@ -92,12 +92,15 @@ def test_sniff_and_rank_helpers_never_raise(name, head):
 
 
 SMI = (CAP / "watchdog.nvidia-smi.txt").read_text()
+SMI_Q = (FX / "nvidia-smi" / "h200.nvidia-smi-q.txt").read_text()[:3500]
 
 
 @SETTINGS
 @given(cut=st.integers(0, len(SMI)), junk=st.text(max_size=300))
 def test_smi_table_never_raises(cut, junk):
-    for text in (SMI[:cut] + junk + SMI[cut:], junk, "NVIDIA-SMI 5\n" + junk):
+    q = cut % len(SMI_Q)
+    for text in (SMI[:cut] + junk + SMI[cut:], junk, "NVIDIA-SMI 5\n" + junk, SMI_Q[:q] + junk + SMI_Q[q:],
+                 "==NVSMI LOG==\nGPU x\n" + junk):
         rows = parse_smi_table(text)
         assert all(isinstance(r.index, int) for r in rows)
         parse_gpu_csv(text)
