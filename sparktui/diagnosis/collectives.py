@@ -35,7 +35,8 @@ def norm_op(name: str) -> str:
 
 
 def _sizes_matter(op: str) -> bool:
-    return not any(op.startswith(p) or op == p for p in _SIZE_FREE) or op.startswith(("allgather", "reducescatter"))
+    # "allgather"/"reducescatter" must match on every rank; "gather", "scatter", "alltoall…" need not
+    return not op.startswith(_SIZE_FREE)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@ and ``investigate --offline`` on a plain folder of mixed files (issue 12, items 
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import pickle
@@ -448,3 +447,15 @@ def test_nvidia_smi_q_and_table_forms():
     from sparktui.diagnosis.plain_dir import sniff
 
     assert sniff("x", (FX / "nvidia-smi" / "h200.nvidia-smi-q.txt").read_bytes()[:4096]) == "gpu"
+
+
+def test_op_spellings_and_size_free_ops():
+    n = collectives.norm_op
+    assert n("nccl:all_reduce") == n("ALLREDUCE") == n("AllReduce") == "allreduce"
+    assert n("nccl:_all_gather_base") == n("_ALLGATHER_BASE") == n("all_gather_into_tensor") == "allgather"
+    a = collectives.CollOp(rank=0, seq=3, op="nccl:all_to_all", numel_in=8, numel_out=8)
+    b = collectives.CollOp(rank=1, seq=3, op="ALLTOALL", numel_in=6, numel_out=10)  # uneven splits are legal
+    assert collectives.mismatches([a, b]) == []
+    c = collectives.CollOp(rank=1, seq=3, op="ALLGATHER", numel_in=6, numel_out=12)
+    (m,) = collectives.mismatches([a, c])
+    assert m.what == "op type" and "rank 0 ran nccl:all_to_all" in m.title
