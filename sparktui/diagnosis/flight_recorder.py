@@ -175,7 +175,9 @@ def collective_ops(data: dict, rank: int, source: str = "", limit: int = 20000) 
     for e in entries[:limit]:
         if not isinstance(e, dict) or e.get("is_p2p") is True:
             continue
-        seq, name = e.get("collective_seq_id"), e.get("profiling_name")
+        # older dumps (FR version 1.x) number collectives only as "seq_id"
+        seq = e.get("collective_seq_id", e.get("seq_id"))
+        name = e.get("profiling_name")
         if not _is_int(seq) or not isinstance(name, str) or not name:
             continue
         pg = e.get("process_group")

@@ -30,9 +30,23 @@ CAP = FX / "nccl-2gpu"
 
 def test_work_fields_are_read_by_name_in_any_order():
     line = ("[PG ID 0 PG GUID 0(default_pg) Rank 3] Watchdog caught collective operation timeout: "
-            "WorkNCCL(OpType=BROADCAST, SeqNum=161, Timeout(ms)=600000, NumelOut=8, NumelIn=8, Extra=x) ran for 1 ms")
+            "WorkNCCL(OpType=BROADCAST, SeqNum=161, Timeout(ms)=600000, NumelOut=8, NumelIn=8, Extra=x) ran for 1 milliseconds")
     op = collectives.op_from_line(line)
     assert (op.rank, op.seq, op.op, op.numel_in, op.numel_out, op.pg) == (3, 161, "BROADCAST", 8, 8, "0")
+    from sparktui.diagnosis.nccl_lines import parse_watchdog_line
+
+    w = parse_watchdog_line("[rank3]:[E1201 10:00:00.1 ProcessGroupNCCL.cpp:1] " + line)
+    assert (w.kind, w.rank, w.seq, w.op, w.numel_in, w.timeout_ms, w.ran_ms, w.pg) == \
+        ("timeout", 3, 161, "BROADCAST", 8, 600000, 1, "0")
+    other = parse_watchdog_line("[Rank 2] Work WorkNCCL(SeqNum=9, OpType=ALLGATHER, NumelIn=4, NumelOut=8) timed out")
+    assert (other.kind, other.rank, other.seq, other.op) == ("work", 2, 9, "ALLGATHER")
+
+
+def test_fr_v1_seq_id_is_read():
+    d = _dump(PAIR / "optype" / "nccl_trace_rank_1")
+    for e in d["entries"]:
+        e["seq_id"] = e.pop("collective_seq_id")
+    assert [o.seq for o in flight_recorder.collective_ops(d, 1)] == [1, 2]
 
 
 def test_real_watchdog_line_parses():
