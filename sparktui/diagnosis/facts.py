@@ -98,7 +98,7 @@ class NodeFacts:
 
 _ORDER = ("init_start", "bootstrap_if", "bootstrap_noif", "connect_retry", "connect_failed", "ib_no_device", "ib_using",
           "channel", "rings", "init_complete", "net_socket", "conn_closed", "remote_exited", "ib_completion",
-          "ibv_failed", "watchdog_timeout", "watchdog_status", "dump_signal", "rendezvous_wait", "store_closed",
+          "ibv_failed", "watchdog_timeout", "watchdog_status", "collective_frame", "dump_signal", "rendezvous_wait", "store_closed",
           "shm_broadcast", "rpc_timeout", "vllm_rank", "oom_killed", "xid", "traceback", "progress", "warmup",
           "nccl_warn")
 

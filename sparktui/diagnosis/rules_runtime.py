@@ -5,6 +5,8 @@ Pure functions of the gathered facts (verdict._Ctx); each notes the lines it rel
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from . import pyspy as pyspy_mod
 from .collectives import CollOp, mismatches, op_from_line
 from .verdict import Verdict, _Ctx
@@ -16,11 +18,15 @@ from .verdict import Verdict, _Ctx
 def _log_ops(c: _Ctx) -> list[CollOp]:
     out = []
     for r in c.ranks:
+        # torch prints "Stack trace of the failed collective:" as "#N func from file:line": the first
+        # frame outside torch is the line that issued it
+        frame = next((f"{m.groups[0]} ({m.groups[1].rsplit('/', 1)[-1]}:{m.groups[2]})" for m in r.markers
+                      if m.kind == "collective_frame" and "/torch/" not in m.groups[1]), "")
         for m in r.markers:
             if m.kind == "watchdog_timeout":
                 o = op_from_line(m.line, source=r.label)
                 if o is not None:
-                    out.append(o)
+                    out.append(replace(o, frame=frame) if frame else o)
     return out
 
 

@@ -473,3 +473,11 @@ def test_op_spellings_and_size_free_ops():
     c = collectives.CollOp(rank=1, seq=3, op="ALLGATHER", numel_in=6, numel_out=12)
     (m,) = collectives.mismatches([a, c])
     assert m.what == "op type" and "rank 0 ran nccl:all_to_all" in m.title
+
+
+def test_watchdog_stack_names_the_issuing_line(tmp_path):
+    for r in (0, 1):
+        shutil.copy(PAIR / "optype" / f"rank{r}.log", tmp_path / f"rank{r}.log")
+    ((_, ev),) = read_bundle(tmp_path)
+    v = decide(ev)
+    assert v.details["source"] == "watchdog" and "worker (nccl_capture.py:39)" in v.next_action
