@@ -15,6 +15,8 @@ Modes (one torch.distributed process per GPU, NCCL forced onto NET/Socket like t
                                                                   both ops at collective #151
   size_mismatch    at step 15 rank 1's all_reduce has half the elements
                                                                -> expect R4 nccl_collective_mismatch (size) at #151
+                   (NCCL may hang there or fail with "Message truncated" and the ranks exit: the dumps then come
+                   from the run dir, where torch wrote them on the error, and the split still outranks "peer dead")
 
 The mismatch modes run with the Flight Recorder armed by prearm (TORCH_NCCL_TRACE_BUFFER_SIZE /
 TORCH_FR_BUFFER_SIZE=2000, TORCH_NCCL_DUMP_ON_TIMEOUT=1, TORCH_FR_DUMP_TEMP_FILE=<run_dir>/fr_,

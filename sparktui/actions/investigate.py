@@ -104,7 +104,7 @@ class Investigate(Action):
             # Flight Recorder: a dump taken now through the debug-info pipe (not in read-only mode: it
             # makes the rank write a file), else the one torch wrote on a timeout, if any
             fr = [w for w in live if w.rank is not None and any(w.env.get(k) for k in _FR_ENV)]
-            if fr:
+            if fr or self.run_dir:
                 jobs.append(self._fr_dumps(n, node, fr, emit, trigger=not ctx.read_only))
         await asyncio.gather(*jobs)
 
@@ -133,7 +133,8 @@ class Investigate(Action):
         """Take a Flight Recorder dump from every armed rank through its debug-info pipe, so the
         verdict can compare the collectives by sequence number (op, sizes, process group per rank)."""
         try:
-            dumps = await probe.fr_dumps(node, {w.pid: w.rank for w in armed}, wait=self.fr_wait, trigger=trigger)
+            dumps = await probe.fr_dumps(node, {w.pid: w.rank for w in armed}, wait=self.fr_wait, trigger=trigger,
+                                         run_dir=self.run_dir or "")
         except probe.ProbeError as exc:
             n.notes.append(f"Flight Recorder: {exc}")
             emit("info", f"Flight Recorder: {exc}")
@@ -145,8 +146,9 @@ class Investigate(Action):
                 got.append(f"rank {d['rank']}")
             else:
                 n.notes.append(f"Flight Recorder rank {d['rank']}: {str(d.get('error') or 'no dump')[:200]}")
-        emit("progress" if got else "info", f"Flight Recorder: dumps from {', '.join(got)}" if got
-             else "Flight Recorder: no dump came back (" + "; ".join(str(d.get("error", "?"))[:80] for d in dumps) + ")")
+        if got or dumps:
+            emit("progress" if got else "info", f"Flight Recorder: dumps from {', '.join(got)}" if got
+                 else "Flight Recorder: no dump came back (" + "; ".join(str(d.get("error", "?"))[:80] for d in dumps) + ")")
 
     async def _gpu(self, n, node, t, emit) -> None:
         texts = []

@@ -110,6 +110,9 @@ def rule_r4_mismatch(c: _Ctx, exact_only: bool = False) -> Verdict | None:
                "Recorder dump names it exactly")
         op_a, op_b, ra, rb, what = split.op_a, split.op_b, split.a, split.b, "op type"
         conf = 0.9 if split_cmp.frozen else 0.7 if "moving" in state else 0.75
+    for r in c.ranks:
+        if r.alive is False:
+            c.note(r, f"process {r.pid or '?'} is gone: it ended after the split (a consequence, not the cause)")
     for rank in (ra, rb):
         rf = next((r for r in c.ranks if r.rank == rank and r.pyspy), None)
         if rf is not None:

@@ -7,7 +7,8 @@ standard-library only and self-contained (no package imports).  Commands print o
     scan  [--pids 1,2] [--run-dir DIR] [--sample SECONDS]   workers, threads (with CPU%), env, libnccl
     tail  PATH... [--head N] [--tail N]                        the start and end of log files
     connect HOST:PORT...                                       TCP connect checks (rendezvous, Ray)
-    frdump PID[:RANK]... [--wait S] [--no-trigger]             Flight Recorder dumps (on demand through the debug-info pipe)
+    frdump PID[:RANK]... [--wait S] [--no-trigger] [--run-dir DIR]   Flight Recorder dumps (on demand
+                                                               through the debug-info pipe; left in DIR)
 """
 
 import hashlib
@@ -242,7 +243,45 @@ def _started(pid):
     return btime + ticks / hz
 
 
-def frdump(pids, wait=8.0, limit=16 << 20, trigger=True):
+FR_FILE = re.compile(r"^(?:fr_|nccl_trace_rank_)(\d{1,5})$")  # prearm's prefix, torch's default
+
+
+def _run_dir_dumps(run_dir, live_pids, covered, limit):
+    """Dumps a rank left in the run folder (written on a timeout or an NCCL error, often by a rank that
+    is gone now), for the ranks no live process answered for.  Only this run's: newer than the oldest
+    live worker's start, or, with none alive, within 30 min of the newest NCCL debug log there."""
+    import base64
+
+    out = []
+    try:
+        names = sorted(os.listdir(run_dir))
+    except OSError:
+        return out
+    starts = [s for s in (_started(p) for p in live_pids) if s]
+    logs = [m[0] for m in (_mtime_size(os.path.join(run_dir, n)) for n in names if n.endswith(".log")) if m]
+    since = min(starts) - 60 if starts else (max(logs) - 1800 if logs else None)
+    for name in names:
+        m = FR_FILE.match(name)
+        if not m or int(m.group(1)) in covered:
+            continue
+        path = os.path.join(run_dir, name)
+        st = _mtime_size(path)
+        if st is None or not os.path.isfile(path) or os.path.islink(path):
+            continue
+        item = {"pid": None, "rank": int(m.group(1)), "path": path, "triggered": False}
+        if since is None or st[0] < since:
+            item["error"] = f"{path}: not from this run"
+        elif st[1] > limit:
+            item["error"] = f"{path}: over {limit >> 20} MiB"
+        else:
+            data = _read(path, limit + 1) or b""
+            item["data"] = base64.b64encode(data[:limit]).decode("ascii")
+        covered.add(item["rank"])
+        out.append(item)
+    return out
+
+
+def frdump(pids, wait=8.0, limit=16 << 20, trigger=True, run_dir=""):
     """Ask each armed rank for a Flight Recorder dump now and read it back.
 
     torch (ProcessGroupNCCL, buffer > 0, monitoring on) polls the FIFO
@@ -313,6 +352,9 @@ def frdump(pids, wait=8.0, limit=16 << 20, trigger=True):
             it["error"] = f"{it['path']}: over {limit >> 20} MiB"
         else:
             it["data"] = base64.b64encode(data).decode("ascii")
+    if run_dir:
+        covered = {it["rank"] for it in items if "data" in it}
+        items += _run_dir_dumps(run_dir, [it["pid"] for it in items], covered, limit)
     return {MARKER: 1, "dumps": items}
 
 
@@ -368,7 +410,8 @@ def main(argv):
     elif cmd == "frdump":
         wait = float(opt("--wait", "8"))  # before the pids: "--wait 8" must not read as a pid
         trigger = "--no-trigger" not in args
-        result = frdump([p for p in args if p[:1].isdigit()], wait, trigger=trigger)
+        run_dir = opt("--run-dir", "")
+        result = frdump([p for p in args if p[:1].isdigit()], wait, trigger=trigger, run_dir=run_dir)
     elif cmd == "connect":
         result = connect(args, float(opt("--timeout", "2.0")))
     else:

@@ -431,6 +431,7 @@ def test_exact_mismatch_outranks_the_peer_it_killed():
     n.fr_traces = {f"rank {r}": (PAIR / "size" / f"nccl_trace_rank_{r}").read_bytes() for r in (0, 1)}
     v = decide(Evidence(nodes=[n]))
     assert v.rule == "R4" and v.details["what"] == "size" and v.details["seq"] == 2
+    assert any("is gone: it ended after the split" in line for line in v.evidence["gpuhost"])
     n.fr_traces = {}
     n.logs["rank 1"] = (CAP / "watchdog.rank1.log").read_text().splitlines()  # no split left to name
     assert decide(Evidence(nodes=[n])).rule == "R1"
@@ -481,3 +482,68 @@ def test_watchdog_stack_names_the_issuing_line(tmp_path):
     ((_, ev),) = read_bundle(tmp_path)
     v = decide(ev)
     assert v.details["source"] == "watchdog" and "worker (nccl_capture.py:39)" in v.next_action
+
+
+def _fr_blob(op151: str) -> bytes:
+    entries = [{"collective_seq_id": s, "profiling_name": "nccl:all_reduce", "state": "completed",
+                "input_sizes": [[1048576]], "output_sizes": [[1048576]], "process_group": ("0", "default_pg")}
+               for s in range(1, 151)]
+    entries.append({"collective_seq_id": 151, "profiling_name": op151, "state": "started", "input_sizes": [[1048576]],
+                    "output_sizes": [[1048576]], "process_group": ("0", "default_pg")})
+    return pickle.dumps({"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": entries}, protocol=2)
+
+
+def test_frdump_reads_this_runs_dumps_left_in_the_run_dir(tmp_path):
+    from sparktui.probes import procfs
+
+    (tmp_path / "nccl_host_123.log").write_text("x\n")
+    (tmp_path / "fr_1").write_bytes(_fr_blob("nccl:broadcast"))  # a rank that died after dumping
+    (tmp_path / "fr_2").write_bytes(_fr_blob("nccl:broadcast"))
+    os.utime(tmp_path / "fr_2", (time.time() - 7200, time.time() - 7200))  # an earlier run's
+    (tmp_path / "fr_x").write_bytes(b"not a rank")
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                         env=dict(os.environ, RANK="0", TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "fr_")))
+    try:
+        time.sleep(0.3)
+        items = {d["rank"]: d for d in procfs.frdump([str(p.pid)], wait=1, trigger=False, run_dir=str(tmp_path))["dumps"]}
+    finally:
+        p.kill()
+        p.wait()
+    assert sorted(items) == [0, 1, 2]
+    assert "data" in items[1] and items[1]["pid"] is None
+    assert "not from this run" in items[2]["error"] and "data" not in items[0]
+
+
+async def test_live_investigation_reads_a_dead_ranks_dump(tmp_path):
+    """Rank 1 died after its dump (an NCCL error on a size mismatch ends so); rank 0 is alive and
+    armed: its dump comes through the pipe, rank 1's from the run folder, and the split is named."""
+    import asyncio
+
+    from sparktui.actions.base import ActionContext
+    from sparktui.actions.investigate import Investigate
+    from sparktui.config import parse_config
+    from sparktui.nodes.local import LocalNode
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "fr_1").write_bytes(_fr_blob("nccl:broadcast"))
+    env = dict(os.environ, RANK="0", WORLD_SIZE="2", TORCH_NCCL_DEBUG_INFO_PIPE_FILE=str(run / "frpipe_"),
+               TORCH_FR_DUMP_TEMP_FILE=str(run / "fr_"), TORCH_FR_BUFFER_SIZE="2000", NCCL_DEBUG="INFO")
+    log = open(run / "worker_rank0.log", "w")
+    p = subprocess.Popen([sys.executable, "-c", _ARMED_RANK, str(CAP / "desync_ras.rank0.log")], stdout=log,
+                         stderr=subprocess.STDOUT, env=env)
+    try:
+        async def ready():
+            while not (run / "frpipe_0.pipe.ready").exists():
+                await asyncio.sleep(0.05)
+        await asyncio.wait_for(ready(), 20)
+        cfg = parse_config('[cluster]\nname = "t"\n[[node]]\nname = "here"\nbackend = "local"\n')
+        action = Investigate(interval=0.5, run_dir=str(run), ras_port=1, gpu_samples=1, use_pyspy=False,
+                             pids={"here": [p.pid]})
+        await action.run(ActionContext(cfg, {"here": LocalNode(cfg.nodes[0])}, emit=lambda e: None))
+    finally:
+        p.kill()
+        p.wait()
+    assert sorted(action.evidence.nodes[0].fr_traces) == ["rank 0", "rank 1"]
+    v = action.verdict
+    assert v.rule == "R4" and v.details["seq"] == 151 and "nccl:broadcast" in v.details["op_b"]
