@@ -243,6 +243,11 @@ def _started(pid):
     return btime + ticks / hz
 
 
+def _looks_like_dump(data):
+    # torch writes a pickle (protocol 2+) or JSON: nothing else named like a dump leaves the node
+    return data[:1] == b"\x80" or data.lstrip()[:1] == b"{"
+
+
 FR_FILE = re.compile(r"^(?:fr_|nccl_trace_rank_)(\d{1,5})$")  # prearm's prefix, torch's default
 
 
@@ -275,7 +280,10 @@ def _run_dir_dumps(run_dir, live_pids, covered, limit):
             item["error"] = f"{path}: over {limit >> 20} MiB"
         else:
             data = _read(path, limit + 1) or b""
-            item["data"] = base64.b64encode(data[:limit]).decode("ascii")
+            if _looks_like_dump(data):
+                item["data"] = base64.b64encode(data[:limit]).decode("ascii")
+            else:
+                item["error"] = f"{path}: not a Flight Recorder dump"
         covered.add(item["rank"])
         out.append(item)
     return out
@@ -312,6 +320,9 @@ def frdump(pids, wait=8.0, limit=16 << 20, trigger=True, run_dir=""):
         if trigger and pipe and buf.isdigit() and int(buf) > 0:
             path = root + pipe + rank + ".pipe"
             try:
+                # only ever a FIFO: opening some device files for writing has effects of its own
+                if not st_mod.S_ISFIFO(os.lstat(path).st_mode):
+                    raise OSError("not a FIFO")
                 fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
                 try:
                     if not st_mod.S_ISFIFO(os.fstat(fd).st_mode):
@@ -350,6 +361,8 @@ def frdump(pids, wait=8.0, limit=16 << 20, trigger=True, run_dir=""):
             it.setdefault("error", f"{it['path']}: no dump written")
         elif len(data) > limit:
             it["error"] = f"{it['path']}: over {limit >> 20} MiB"
+        elif not _looks_like_dump(data):
+            it["error"] = f"{it['path']}: not a Flight Recorder dump"
         else:
             it["data"] = base64.b64encode(data).decode("ascii")
     if run_dir:

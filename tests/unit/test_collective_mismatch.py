@@ -547,3 +547,21 @@ async def test_live_investigation_reads_a_dead_ranks_dump(tmp_path):
     assert sorted(action.evidence.nodes[0].fr_traces) == ["rank 0", "rank 1"]
     v = action.verdict
     assert v.rule == "R4" and v.details["seq"] == 151 and "nccl:broadcast" in v.details["op_b"]
+
+
+def test_frdump_writes_only_fifos_and_returns_only_dumps(tmp_path):
+    from sparktui.probes import procfs
+
+    (tmp_path / "frpipe_0.pipe").write_text("")  # a regular file where the FIFO should be
+    (tmp_path / "fr_0").write_text("root:x:0:0\n")  # named like a dump, but not one
+    env = dict(os.environ, RANK="0", TORCH_NCCL_DEBUG_INFO_PIPE_FILE=str(tmp_path / "frpipe_"),
+               TORCH_FR_DUMP_TEMP_FILE=str(tmp_path / "fr_"), TORCH_FR_BUFFER_SIZE="2000")
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    try:
+        time.sleep(0.3)
+        (item,) = procfs.frdump([str(p.pid)], wait=1)["dumps"]
+    finally:
+        p.kill()
+        p.wait()
+    assert not item["triggered"] and (tmp_path / "frpipe_0.pipe").read_text() == ""
+    assert "data" not in item and "not a Flight Recorder dump" in item["error"]
