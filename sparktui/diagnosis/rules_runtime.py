@@ -118,8 +118,16 @@ def rule_r4_mismatch(c: _Ctx, exact_only: bool = False) -> Verdict | None:
         if rf is not None:
             c.note(rf, f"py-spy: {pyspy_mod.where(rf.pyspy[-1][1])} in {_pyspy_frame(c, rank)}")
     frames = _frames(c, ra, rb, found.a if found else None, found.b if found else None)
-    return c.make("R4_mismatch", True, ids, conf, where=where, seq=seq, a=ra, b=rb, op_a=op_a, op_b=op_b,
-                  what=what, frames=frames, source=how or "RAS", lagging=[])
+    # NCCL does not check that ranks agree: a size mismatch can complete and the job carries on, every
+    # result after the split wrong.  Counts that advanced between polls say so (not "neither can finish")
+    moving = found is not None and any(cmp.advanced and not cmp.frozen for nf in c.nodes for cmp in nf.comparisons
+                                       if len(nf.ras) > 1)
+    if moving:
+        for nf in c.nodes:
+            if len(nf.ras) > 1 and any(cmp.advanced for cmp in nf.comparisons):
+                c.note(nf.node, "RAS counts advanced between polls: the collectives after the split still complete")
+    return c.make("R4_mismatch_moving" if moving else "R4_mismatch", True, ids, conf, where=where, seq=seq, a=ra,
+                  b=rb, op_a=op_a, op_b=op_b, what=what, frames=frames, source=how or "RAS", lagging=[])
 
 
 def rule_r4(c: _Ctx) -> Verdict | None:
