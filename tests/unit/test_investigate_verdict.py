@@ -172,3 +172,7 @@ def test_live_flight_recorder_dumps_of_a_healthy_job_are_no_lagging_rank():
     v = decide(ev)
     assert live["rule"] == "R4"  # what the live run said before the fix: kept as recorded
     assert v.rule == "healthy" and not v.problem, v.title
+    # and live, after the fix (a second device call): healthy with both ranks' dumps in the bundle
+    live = json.loads((DEV / "healthy_fr" / "bundle" / "verdict.json").read_text())
+    names = {p.name for p in (DEV / "healthy_fr" / "bundle").rglob("*fr_trace_*")}
+    assert live["rule"] == "healthy" and {"ev.fr_trace_0", "ev.fr_trace_1"} <= names
