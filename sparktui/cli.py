@@ -85,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(inv)
     inv.add_argument("--json", action="store_true")
     inv.add_argument("--bundle", metavar="DIR", help="save the evidence bundle here")
-    inv.add_argument("--offline", metavar="DIR", help="analyse a saved bundle / capture folder instead")
+    inv.add_argument("--offline", metavar="DIR", help="analyse a saved bundle, or a folder of rank logs, Flight Recorder dumps, "
+                     "py-spy, RAS and nvidia-smi output, instead")
     inv.add_argument("--interval", type=float, default=None, help="seconds between the two RAS/py-spy rounds")
 
     for name, helptext in (

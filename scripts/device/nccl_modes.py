@@ -10,6 +10,29 @@ Modes (one torch.distributed process per GPU, NCCL forced onto NET/Socket like t
   killed       rank 1 is SIGKILLed mid-run                     -> expect R1 peer dead, rank 1
   killed_survivor  the same with TORCH_NCCL_ASYNC_ERROR_HANDLING=0 (no teardown by the watchdog)
   stuck_kernel both ranks launch a long GPU spin, then sync    -> expect R5 (frozen, equal counts)
+  optype_mismatch  at step 15 rank 0 runs all_reduce, rank 1 broadcast (first collective of the step)
+                                                               -> expect R4 nccl_collective_mismatch naming
+                                                                  both ops at collective #151
+  size_mismatch    at step 15 rank 1's all_reduce has half the elements
+                                                               -> expect R4 nccl_collective_mismatch (size) at #151
+                   (seen on 2 x H200, NCCL 2.28.9 over NET/Socket: it does NOT hang, NCCL does not check
+                   counts and the job runs on; so the driver investigates once both ranks pass step 16, while
+                   the Flight Recorder ring still holds #151 -> expect R4 "the job runs on with wrong results")
+
+The mismatch modes run with the Flight Recorder armed by prearm (TORCH_NCCL_TRACE_BUFFER_SIZE /
+TORCH_FR_BUFFER_SIZE=2000, TORCH_NCCL_DUMP_ON_TIMEOUT=1, TORCH_FR_DUMP_TEMP_FILE=<run_dir>/fr_,
+TORCH_NCCL_DEBUG_INFO_PIPE_FILE=<run_dir>/frpipe_): the live investigation writes to each rank's
+<run_dir>/frpipe_<rank>.pipe and reads <run_dir>/fr_<rank> back.  Their summary also checks that the
+verdict names the sequence number MISMATCH_SEQ (151) and both ranks' ops.
+
+On the lent 2-GPU machine (kind nvidia-h200-x2; torch there is /opt/torch/.venv's python3, nothing
+to install; py-spy optional: without it the investigation notes so and goes on):
+
+    INVESTIGATE_INTERVAL=20 python3 scripts/device/nccl_modes.py /tmp/runs optype_mismatch size_mismatch
+    tar czf $OUT/runs.tgz -C /tmp runs     # $OUT brings back at most 8 files, 2 folders deep
+
+then unpack runs/<mode>/ into tests/fixtures/device-runs/<mode>/ (bundle/, investigate.json,
+investigate.err, summary.json; run_dir/ only if small) and test the offline replay of each bundle.
 
 Each worker is launched with sparktui's pre-armed env (sparktui.actions.prearm).  A watcher feeds
 the worker logs and RAS counts into sparktui's StallDetector and times "suspected hang"; then
@@ -33,10 +56,13 @@ sys.path.insert(0, str(ROOT))
 
 EXPECT = {"healthy": ("healthy", []), "desync": ("R4", ["nccl_collective_mismatch"]),
           "never_start": ("R2", ["nccl_init_hang"]), "killed": ("R1", []), "stuck_kernel": ("R5", []),
-          "killed_survivor": ("R1", [])}
+          "killed_survivor": ("R1", []), "optype_mismatch": ("R4", ["nccl_collective_mismatch"]),
+          "size_mismatch": ("R4", ["nccl_collective_mismatch"])}
 SAFETY = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 NETWORK = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1"}
 STOP_STEP = 15
+OPS_PER_STEP = 10
+MISMATCH_SEQ = STOP_STEP * OPS_PER_STEP + 1  # torch's SeqNum of the first collective of step 15 (1-based)
 
 
 def worker(mode: str, rank: int) -> None:
@@ -58,7 +84,16 @@ def worker(mode: str, rank: int) -> None:
         if mode == "stuck_kernel" and step == STOP_STEP:
             print(f"rank {rank}: launching a long GPU spin before the next all_reduce", flush=True)
             torch.cuda._sleep(1 << 40)  # spins on the GPU for far longer than the run
-        for _ in range(10):
+        for i in range(OPS_PER_STEP):
+            if step == STOP_STEP and i == 0 and mode == "optype_mismatch":
+                if rank == 0:
+                    dist.all_reduce(x)
+                else:
+                    dist.broadcast(x, src=0)  # same size, other collective: the ranks split here
+                continue
+            if step == STOP_STEP and i == 0 and mode == "size_mismatch":
+                dist.all_reduce(x if rank == 0 else x[: x.numel() // 2])  # same op, half the elements on rank 1
+                continue
             dist.all_reduce(x)
         torch.cuda.synchronize()
         print(f"step {step}", flush=True)
@@ -153,6 +188,11 @@ def run_mode(mode: str, outdir: Path, port: int, interval: float) -> dict:
             killed_at = time.time()
         if mode != "healthy" and w.raised is not None:
             break
+        # a size mismatch need not hang (NCCL does not check counts): investigate once both ranks are
+        # past the split, while the Flight Recorder's ring buffer still holds it
+        if mode == "size_mismatch" and all(f"step {STOP_STEP + 1}\n" in lg.read_text(errors="replace") for lg in logs
+                                           if lg.exists()) and all(lg.exists() for lg in logs):
+            break
         if mode == "healthy" and time.time() - t0 > 35:
             break
         time.sleep(0.2)
@@ -177,12 +217,18 @@ def run_mode(mode: str, outdir: Path, port: int, interval: float) -> dict:
             p.kill()
         p.wait()
     subprocess.run(["cp", "-r", arm.run_dir, str(mdir / "run_dir")])
+    # the Flight Recorder's debug-info pipes are FIFOs: no use as fixtures (git cannot hold them)
+    subprocess.run(["find", str(mdir / "run_dir"), "-type", "p", "-delete"])
     try:
         verdict = json.loads(res.stdout)["verdict"]
     except (json.JSONDecodeError, KeyError):
         verdict = {"rule": "?", "title": "no JSON", "finding_ids": []}
     want_rule, want_ids = EXPECT[mode]
     ok = verdict.get("rule") == want_rule and all(i in verdict.get("finding_ids", []) for i in want_ids)
+    details = verdict.get("details") or {}
+    if mode.endswith("_mismatch"):
+        # the story must be the split, not a lagging rank: both ops named, at the right collective
+        ok = ok and details.get("seq") == MISMATCH_SEQ and bool(details.get("op_a")) and bool(details.get("op_b"))
     hang_at = killed_at or last_progress
     summary = {
         "mode": mode, "expected": want_rule, "rule": verdict.get("rule"), "title": verdict.get("title"),
@@ -193,6 +239,9 @@ def run_mode(mode: str, outdir: Path, port: int, interval: float) -> dict:
         "silence_at_alarm_s": round(silence, 2) if silence is not None else None,
         "hang_to_verdict_s": round(t_done - hang_at, 2) if hang_at and mode != "healthy" else None,
         "investigate_s": round(t_done - t_inv, 2), "interval_s": interval,
+        "details": {k: details.get(k) for k in ("where", "seq", "a", "b", "op_a", "op_b", "what", "source")
+                    if k in details},
+        "fr_dumps": sorted(p.name for p in Path(arm.run_dir).glob("fr_*")),
     }
     (mdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary), flush=True)

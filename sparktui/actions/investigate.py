@@ -25,6 +25,8 @@ from .base import Action, ActionContext, ActionResult
 from .prearm import run_dir as default_run_dir
 
 DEFAULT_INTERVAL = 25.0
+# the env that says where a rank's Flight Recorder dump goes (and its on-demand pipe)
+_FR_ENV = ("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 
 
 class Investigate(Action):
@@ -34,8 +36,9 @@ class Investigate(Action):
 
     def __init__(self, *, interval: float = DEFAULT_INTERVAL, bundle: str | None = None, gpu_samples: int = 3,
                  use_pyspy: bool = True, run_dir: str | None = None, ras_port: int | None = None,
-                 pids: dict[str, list[int]] | None = None) -> None:
+                 pids: dict[str, list[int]] | None = None, fr_wait: float = 8.0) -> None:
         self.interval = interval
+        self.fr_wait = fr_wait  # seconds the on-demand Flight Recorder dump may take
         self.bundle = bundle
         self.gpu_samples = gpu_samples
         self.use_pyspy = use_pyspy
@@ -98,6 +101,11 @@ class Investigate(Action):
                     # still waiting in rendezvous, before NCCL installed its handler)
                     if w.env.get("NCCL_PROXY_DUMP_SIGNAL") == "10" and w.pid in caught:
                         jobs.append(probe.proxy_dump(node, w.pid))
+            # Flight Recorder: a dump taken now through the debug-info pipe (not in read-only mode: it
+            # makes the rank write a file), else the one torch wrote on a timeout, if any
+            fr = [w for w in live if w.rank is not None and any(w.env.get(k) for k in _FR_ENV)]
+            if fr or self.run_dir:
+                jobs.append(self._fr_dumps(n, node, fr, emit, trigger=not ctx.read_only))
         await asyncio.gather(*jobs)
 
     async def _ras(self, n, node, t, emit) -> None:
@@ -120,6 +128,27 @@ class Investigate(Action):
             emit("progress", f"RAS: {len(st.comms)} communicator(s) {counts}".strip())
         else:
             emit("info", f"RAS: no answer ({st.error[:120]})")
+
+    async def _fr_dumps(self, n, node, armed: list[Worker], emit, trigger: bool = True) -> None:
+        """Take a Flight Recorder dump from every armed rank through its debug-info pipe, so the
+        verdict can compare the collectives by sequence number (op, sizes, process group per rank)."""
+        try:
+            dumps = await probe.fr_dumps(node, {w.pid: w.rank for w in armed}, wait=self.fr_wait, trigger=trigger,
+                                         run_dir=self.run_dir or "")
+        except probe.ProbeError as exc:
+            n.notes.append(f"Flight Recorder: {exc}")
+            emit("info", f"Flight Recorder: {exc}")
+            return
+        got = []
+        for d in dumps:
+            if isinstance(d.get("data"), bytes) and d["data"]:
+                n.fr_traces[f"rank {d['rank']}"] = d["data"]
+                got.append(f"rank {d['rank']}")
+            else:
+                n.notes.append(f"Flight Recorder rank {d['rank']}: {str(d.get('error') or 'no dump')[:200]}")
+        if got or dumps:
+            emit("progress" if got else "info", f"Flight Recorder: dumps from {', '.join(got)}" if got
+                 else "Flight Recorder: no dump came back (" + "; ".join(str(d.get("error", "?"))[:80] for d in dumps) + ")")
 
     async def _gpu(self, n, node, t, emit) -> None:
         texts = []

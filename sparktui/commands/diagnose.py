@@ -135,6 +135,13 @@ def render_text(dg, colour: bool) -> str:
                                   f"NCCL {r['version'] or '?'}, {r['transport'] or 'transport ?'}, {inits}"))
             if r["last_nccl_line"]:
                 out.append(f"        last NCCL line {r['last_nccl_line_no']}: {clean_line(r['last_nccl_line'])[:160]}")
+    for m in summ.get("mismatches", []):
+        a, b2 = m["a"], m["b"]
+        def side(o: dict) -> str:
+            n = f" {o['numel_in']} elements" if o.get("numel_in") is not None else ""
+            return f"rank {o['rank']} {o['op']}{n} ({o['source']})"
+
+        out.append(c("error", clean_line(f"mismatch at SeqNum {m['seq']} ({m['what']}): {side(a)} vs {side(b2)}")))
     for b in summ["behind"]:
         out.append(c("error", clean_line(f"behind: rank {b['rank']} ({b['source']}): {b['reason']}")))
     return "\n".join(out)

@@ -127,6 +127,13 @@ async def _live(args) -> int:
 
 
 def run(args) -> int:
-    if getattr(args, "offline", None):
-        return offline(args)
-    return asyncio.run(_live(args))
+    try:
+        if getattr(args, "offline", None):
+            return offline(args)
+        return asyncio.run(_live(args))
+    except BrokenPipeError:  # `sparktui investigate --offline DIR | head`: the reader left, not our error
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1

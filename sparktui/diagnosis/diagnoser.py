@@ -27,7 +27,7 @@ from ..probes.containers import is_own_probe
 from .catalogue import Catalogue, default_catalogue
 from .classifier import SourceScanner
 from .milestones import Rules
-from .nccl_ranks import Behind, bootstrap_subnets_differ, compare_ranks, versions_differ
+from .nccl_ranks import Behind, bootstrap_subnets_differ, collective_mismatches, compare_ranks, versions_differ
 from .ranking import rank_findings
 
 
@@ -122,6 +122,17 @@ class Diagnoser:
 
     def _cross_rank(self) -> list[Finding]:
         out: list[Finding] = []
+        for m in collective_mismatches(self.trackers()):
+            # the split itself, named on both ranks (as the Flight Recorder analyser reports it)
+            sc = self.scanners.get(m.a.source) or self.scanners.get(m.b.source)
+            if sc is None:
+                continue
+            ev = [f"{o.source}:{o.line}: {o.text}" for o in (m.a, m.b)]
+            f = sc.raise_derived("nccl_collective_mismatch", m.a.line,
+                                 [f"{m.what} mismatch at SeqNum {m.seq}", *ev],
+                                 title=f"Collective mismatch ({m.what}) at {m.title}")
+            if f:
+                out.append(f)
         for b in self.behind():
             sc = self.scanners.get(b.source)
             if sc is None:
@@ -198,5 +209,6 @@ class Diagnoser:
             "transport": transports[0] if len(transports) == 1 else (transports or None),
             "nccl": ranks,
             "behind": [b.to_json() for b in behind],
+            "mismatches": [m.to_json() for m in collective_mismatches(self.trackers())],
             "suspected_hang": any(f.id in ("nccl_init_hang", "suspected_hang") for f in fs),
         }

@@ -17,8 +17,10 @@ Bundle layout (one folder per node, each laid out like fixtures/nccl-2gpu)::
     DIR/<node>/ev.rank<R>.log           the last lines of each rank's logs
     DIR/<node>/ev.<name>.log            other logs read (container logs, NCCL debug files)
 
-``read_capture_dir`` also reads a plain capture folder (``*.rankN.log``, ``*.tNN.ras.json|txt``,
-``*.pyspy*.json|txt``, ``*.gpu.csv``, ``*.threads.txt``, ``*.fr_trace_N``), one prefix at a time.
+``read_bundle`` also reads a capture folder (``*.rankN.log``, ``*.tNN.ras.json|txt``,
+``*.pyspy*.json|txt``, ``*.gpu.csv``, ``*.threads.txt``, ``*.fr_trace_N``), one prefix at a time, and
+any other files there by their content (plain_dir.py): a user's folder of rank logs, Flight Recorder
+dumps (``nccl_trace_rank_N``), py-spy, RAS and nvidia-smi output, named as they please.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..logs.safe_files import SafeDir, UnsafeFile, describe
-from . import flight_recorder, shapes
+from . import flight_recorder, plain_dir, shapes
 from .shapes import MAX_JSON_BYTES
 
 BUNDLE_VERSION = 1
@@ -308,9 +310,15 @@ def read_bundle(path: str | os.PathLike) -> list[tuple[str, Evidence]]:
                 if "meta.json" in entries:
                     return [(p.name, _bundle(rd, top, entries))]
                 prefixes = _prefixes(entries)
-                if not prefixes:
-                    raise BundleError(f"{p}: no bundle (meta.json) and no capture files (*.rankN.log, *.ras.json, ...)")
-                return [(pre, _capture(rd, top, pre)) for pre in prefixes]
+                loose = plain_dir.loose_files(entries, _is_capture_file)
+                if not prefixes and not loose:
+                    per_node = plain_dir.read_node_dirs(rd, top, entries, _is_capture_file)
+                    if per_node:
+                        return per_node
+                    raise BundleError(f"{p}: no bundle (meta.json), no capture files (*.rankN.log, *.ras.json, ...) "
+                                      "and no rank logs, Flight Recorder dumps, py-spy, RAS or nvidia-smi output")
+                groups = [(pre, _capture(rd, top, pre)) for pre in prefixes]
+                return plain_dir.with_loose(rd, top, p.name, groups, loose)
         if p.parent.is_dir():
             with SafeDir(p.parent) as top:
                 if p.name in _prefixes(top.entries()):

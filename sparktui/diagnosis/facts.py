@@ -55,6 +55,7 @@ class RankFacts:
     libnccl_sha256: str = ""
     fr_status: tuple[int, int] | None = None  # (last enqueued, last completed) from a Flight Recorder dump
     fr_pending: str = ""  # profiling name of the first not-completed entry
+    fr_ops: list = field(default_factory=list)  # collectives.CollOp from the Flight Recorder entries
 
     @property
     def label(self) -> str:
@@ -97,7 +98,7 @@ class NodeFacts:
 
 _ORDER = ("init_start", "bootstrap_if", "bootstrap_noif", "connect_retry", "connect_failed", "ib_no_device", "ib_using",
           "channel", "rings", "init_complete", "net_socket", "conn_closed", "remote_exited", "ib_completion",
-          "ibv_failed", "watchdog_timeout", "watchdog_status", "dump_signal", "rendezvous_wait", "store_closed",
+          "ibv_failed", "watchdog_timeout", "watchdog_status", "collective_frame", "dump_signal", "rendezvous_wait", "store_closed",
           "shm_broadcast", "rpc_timeout", "vllm_rank", "oom_killed", "xid", "traceback", "progress", "warmup",
           "nccl_warn")
 
@@ -147,14 +148,16 @@ def _attribute(key: str, lines: list[str], node: NodeEvidence) -> tuple[int | No
     return None, pid
 
 
-def _fr_status(blob: bytes) -> tuple[tuple[int, int] | None, str]:
+def _fr_status(blob: bytes, rank: int | None, source: str) -> tuple[tuple[int, int] | None, str, list]:
     # the bundle reader already refused undecodable dumps and noted dropped fields; here a bad
     # dump (Evidence built by other code) just contributes nothing
     try:
+        data = flight_recorder.decode(blob)
         d = flight_recorder.read(blob)
     except flight_recorder.FlightRecorderError:
-        return None, ""
-    return d.status, d.pending
+        return None, "", []
+    ops = flight_recorder.collective_ops(data, rank, source) if rank is not None else []
+    return d.status, d.pending, ops
 
 
 def rank_facts(ev: Evidence) -> list[RankFacts]:
@@ -200,7 +203,7 @@ def rank_facts(ev: Evidence) -> list[RankFacts]:
         for key, blob in n.fr_traces.items():
             rank = int(key.split()[-1]) if key.split()[-1].isdecimal() else None
             rf = get(n.node, rank, None)
-            rf.fr_status, rf.fr_pending = _fr_status(blob)
+            rf.fr_status, rf.fr_pending, rf.fr_ops = _fr_status(blob, rank, f"{n.node}/{key}")
         groups = [g for s in n.threads[-1:] for g in parse_threads(s.text)]
         for g in groups:
             if g.rank is not None or g.pid is not None:

@@ -125,3 +125,78 @@ def _pending(entries: Any, where: str, notes: list[str]) -> str:
         notes.append(f"{where}: {skipped} entr{'y' if skipped == 1 else 'ies'} without an object with a string "
                      "state skipped")
     return found
+
+
+# --------------------------------------------------------------------------- entries as collectives
+
+
+def _numel(sizes: Any) -> int | None:
+    # input_sizes is a list of tensor shapes ([[1048576]], [[4, 8], [4, 8]]): the element count of all of them
+    if not isinstance(sizes, (list, tuple)) or len(sizes) > 4096:
+        return None
+    total = 0
+    for shape in sizes:
+        if not isinstance(shape, (list, tuple)) or len(shape) > 64 or not all(_is_int(d) and d >= 0 for d in shape):
+            return None
+        n = 1
+        for d in shape:
+            n *= d
+            if n > 1 << 62:
+                return None
+        total += n
+    return total
+
+
+def _user_frame(frames: Any) -> str:
+    """The innermost frame outside torch (the caller that issued the collective)."""
+    if not isinstance(frames, list):
+        return ""
+    for f in frames[:64]:
+        if not isinstance(f, dict):
+            continue
+        fn, name, line = f.get("filename"), f.get("name"), f.get("line")
+        if isinstance(fn, str) and "/torch/" not in fn and isinstance(name, str):
+            return f"{name} ({fn.rsplit('/', 1)[-1][:80]}:{line if _is_int(line) else '?'})"[:160]
+    return ""
+
+
+def collective_ops(data: dict, rank: int, source: str = "", limit: int = 20000) -> list:
+    """Flight Recorder entries as ``collectives.CollOp`` (p2p entries and malformed ones skipped).
+
+    Field names as torch writes them (and as its analyser reads them): ``collective_seq_id``,
+    ``profiling_name``, ``input_sizes``/``output_sizes``, ``input_dtypes``, ``process_group``
+    (name, desc), ``state``, ``frames``."""
+    from .collectives import CollOp
+
+    entries = data.get("entries")
+    if not isinstance(entries, list):
+        return []
+    out = []
+    for e in entries[:limit]:
+        if not isinstance(e, dict) or e.get("is_p2p") is True:
+            continue
+        # older dumps (FR version 1.x) number collectives only as "seq_id"
+        seq = e.get("collective_seq_id", e.get("seq_id"))
+        name = e.get("profiling_name")
+        if not _is_int(seq) or not isinstance(name, str) or not name:
+            continue
+        pg = e.get("process_group")
+        pg_name, pg_desc = "", ""
+        if isinstance(pg, (list, tuple)) and pg and isinstance(pg[0], str):
+            pg_name = pg[0][:60]
+            if len(pg) > 1 and isinstance(pg[1], str) and pg[1] != pg[0]:
+                pg_desc = pg[1][:60]
+        elif _is_int(e.get("pg_id")):
+            pg_name = str(e["pg_id"])
+        dtypes = e.get("input_dtypes")
+        dtype = ",".join(d[:20] for d in dtypes[:8] if isinstance(d, str)) if isinstance(dtypes, list) else ""
+        state = e.get("state") if isinstance(e.get("state"), str) else ""
+        frame = _user_frame(e.get("frames"))
+        op = CollOp(rank=rank, seq=seq, op=name[:80], numel_in=_numel(e.get("input_sizes")),
+                    numel_out=_numel(e.get("output_sizes")), dtype=dtype, pg=pg_name, state=state[:20],
+                    source=source, frame=frame)
+        out.append(CollOp(**{**op.__dict__, "text": f"Flight Recorder #{seq} {op.describe()}"
+                                                      f"{f' [{state[:20]}]' if state else ''}"
+                                                      f"{f' pg {pg_name}' if pg_name else ''}{f' ({pg_desc})' if pg_desc else ''}"
+                                                      f"{f' at {frame}' if frame else ''}"}))
+    return out

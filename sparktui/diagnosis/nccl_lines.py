@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .collectives import parse_work
+
 __all__ = [
     "NcclLine",
     "WatchdogLine",
@@ -256,10 +258,6 @@ def parse_nccl_line(text: str | bytes, *, max_len: int = 8192) -> NcclLine | Non
 
 # --------------------------------------------------------------------------- torch watchdog
 
-_WD_TIMEOUT = re.compile(
-    r"\[Rank (\d+)\] Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+), "
-    r"OpType=(\w+), NumelIn=(-?\d+), NumelOut=(-?\d+), Timeout\(ms\)=(\d+)\) ran for (\d+) milliseconds"
-)
 _WD_FAILURE = re.compile(
     r"(?:Rank (\d+)\]\s+)?failure detected by watchdog at work sequence id: (\d+) PG status: "
     r"last enqueued work: (-?\d+), last completed work: (-?\d+)"
@@ -268,7 +266,7 @@ _WD_DUMP = re.compile(
     r"(?:Rank (\d+)\]\s+)?Received a dump signal due to a collective timeout from\s+(this local rank|rank \d+)"
     r".*?Last enqueued NCCL work: (-?\d+), last completed NCCL work: (-?\d+)"
 )
-_RANK_TAG = re.compile(r"\[rank(\d+)\]:|\bRank (\d+)\]")
+_RANK_TAG = re.compile(r"\[rank(\d+)\]:|\bRank (\d+)\]")  # "[rank0]:" prefix, "[Rank 0]", "[PG ID … Rank 0]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +288,9 @@ class WatchdogLine:
     last_enqueued: int | None = None
     last_completed: int | None = None
     origin: str | None = None
+    numel_in: int | None = None
+    numel_out: int | None = None
+    pg: str | None = None  # "PG ID n" of the line's prefix, when it has one
 
 
 def _rank_of(text: str) -> int | None:
@@ -300,16 +301,22 @@ def _rank_of(text: str) -> int | None:
 
 
 def parse_watchdog_line(text: str, *, max_len: int = 8192) -> WatchdogLine | None:
-    """Parse a torch NCCL watchdog line (reference §2); None for anything else.  Never raises."""
+    """Parse a torch NCCL watchdog line (reference §2); None for anything else.  Never raises.
+
+    The work a line names is read field by field (``WorkNCCL(SeqNum=…, OpType=…, NumelIn=…)``, see
+    collectives.parse_work), so torch versions that reorder or add fields, or reword the phrase
+    around them, still parse.  kind "work": a line that names a work item without a timeout."""
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8", "replace")
     if "ork" not in text:  # "work"/"Work"/"WorkNCCL": cheap reject
         return None
     text = text[:max_len]
-    m = _WD_TIMEOUT.search(text)
-    if m:
-        r, seq, op, _nin, _nout, tmo, ran = m.groups()
-        return WatchdogLine("timeout", int(r), int(seq), op, int(tmo), int(ran))
+    work = _work(text) if "Work" in text else None
+    if work is not None and "caught collective operation timeout" in text:
+        ran = _WD_RAN.search(text)
+        return WatchdogLine("timeout", work.rank, work.seq, work.op, work.timeout_ms,
+                            int(ran.group(1)) if ran else None, numel_in=work.numel_in, numel_out=work.numel_out,
+                            pg=work.pg)
     m = _WD_FAILURE.search(text)
     if m:
         r, seq, enq, comp = m.groups()
@@ -320,4 +327,18 @@ def parse_watchdog_line(text: str, *, max_len: int = 8192) -> WatchdogLine | Non
         r, origin, enq, comp = m.groups()
         rank = int(r) if r is not None else _rank_of(text)
         return WatchdogLine("dump", rank, last_enqueued=int(enq), last_completed=int(comp), origin=origin)
-    return None
+    return work
+
+
+_WD_RAN = re.compile(r"\bran for (\d{1,15}) milliseconds")
+_PG_ID = re.compile(r"\[PG ID (\d+) ")
+
+
+def _work(text: str) -> WatchdogLine | None:
+    f = parse_work(text)
+    if not f or not f.get("OpType") or not (f.get("SeqNum") or "").isdecimal() or len(f["SeqNum"]) > 15:
+        return None
+    num = lambda k: int(f[k]) if re.fullmatch(r"-?\d{1,18}", f.get(k) or "") else None  # noqa: E731
+    pg = _PG_ID.search(text)
+    return WatchdogLine("work", _rank_of(text), int(f["SeqNum"]), f["OpType"][:60], num("Timeout"),
+                        numel_in=num("NumelIn"), numel_out=num("NumelOut"), pg=pg.group(1) if pg else None)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .collectives import CollOp, Mismatch, mismatches
 from .nccl_lines import NcclLine, WatchdogLine
 
 _ACTIVE_OP = re.compile(r"\[(\d+)-(\d+)\|(\d+)\|\s*(Coll|Send|Recv)\s*(\d+)\s*([IGSRFD]?)\s*/\s*(\d+)\]")
@@ -63,6 +64,7 @@ class RankTracker:
     active_op_count: int | None = None
     active_line: tuple[int, str] | None = None
     torch_rank: int | None = None
+    ops: list[CollOp] = field(default_factory=list)  # the collectives this rank's lines name (WorkNCCL(...))
 
     # ------------------------------------------------------------------ feeding
     def feed(self, p: NcclLine, lineno: int, text: str) -> None:
@@ -120,6 +122,19 @@ class RankTracker:
     def feed_watchdog(self, w: WatchdogLine, lineno: int, text: str) -> None:
         if w.rank is not None:
             self.torch_rank = w.rank
+        rank = w.rank if w.rank is not None else self.rank
+        if w.op and w.seq is not None and rank is not None and len(self.ops) < 1000:
+            # torch repeats a work item's line (caught, then "terminated with exception: …"), once with
+            # its PG prefix: one op per SeqNum, the PG filled in from whichever line names it
+            same = next((i for i, o in enumerate(self.ops) if o.seq == w.seq and (not o.pg or not w.pg or o.pg == w.pg)),
+                        None)
+            if same is None:
+                self.ops.append(CollOp(rank=rank, seq=w.seq, op=w.op, numel_in=w.numel_in, numel_out=w.numel_out,
+                                       pg=w.pg or "", source=self.source, line=lineno, text=text.strip()[:300]))
+            elif w.pg and not self.ops[same].pg:
+                from dataclasses import replace
+
+                self.ops[same] = replace(self.ops[same], pg=w.pg)
         if w.kind == "timeout" and self.wd_seq is None:
             self.wd_seq, self.wd_op, self.wd_line = w.seq, w.op, (lineno, text)
         if w.last_enqueued is not None:
@@ -236,7 +251,8 @@ def compare_ranks(trackers: list[RankTracker]) -> list[Behind]:
                 st.init_start, tuple(_ev(t.source, t.last_line)), "init",
             ))
     # 2. watchdog: a rank timed out on SeqNum N; a peer whose last enqueued work < N never got there
-    fired = [t for t in ts if t.wd_seq is not None]
+    # a rank that issued a different collective at the same SeqNum is not behind: the mismatch is the story
+    fired = [t for t in ts if t.wd_seq is not None] if not collective_mismatches(ts) else []
     for f in fired:
         for t in ts:
             if t is f or t.last_enqueued is None or t.last_enqueued >= f.wd_seq:
@@ -250,6 +266,18 @@ def compare_ranks(trackers: list[RankTracker]) -> list[Behind]:
                 t.enq_line[0] if t.enq_line else None,
                 tuple(_ev(f.source, f.wd_line) + _ev(t.source, t.enq_line)), "watchdog",
             ))
+    # 2b. watchdogs fired on different SeqNums (no PG status line to say more): the lowest is behind
+    if fired:
+        top = max(fired, key=lambda t: t.wd_seq)
+        for t in fired:
+            if t.wd_seq < top.wd_seq and not any(b.source == t.source for b in out):
+                out.append(Behind(
+                    t.rank, t.source,
+                    f"rank {t.rank}'s watchdog fired on SeqNum {t.wd_seq} ({t.wd_op}) while rank {top.rank} had "
+                    f"reached SeqNum {top.wd_seq} ({top.wd_op})",
+                    t.wd_line[0] if t.wd_line else None, tuple(_ev(t.source, t.wd_line) + _ev(top.source, top.wd_line)),
+                    "watchdog",
+                ))
     # 3. ACTIVE OPS: peers wait inside a collective, this rank has none in flight
     waiting = [t for t in ts if t.active_ops]
     for t in ts:
@@ -279,6 +307,11 @@ def compare_ranks(trackers: list[RankTracker]) -> list[Behind]:
                 t.last_line[0] if t.last_line else None, tuple(_ev(t.source, t.last_line)), "opcount",
             ))
     return out
+
+
+def collective_mismatches(trackers: list[RankTracker]) -> list[Mismatch]:
+    """Ranks whose logs name different collectives (op type, element count) at one SeqNum."""
+    return mismatches([o for t in trackers for o in t.ops])
 
 
 def versions_differ(trackers: list[RankTracker]) -> dict[str, str] | None:

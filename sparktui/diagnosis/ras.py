@@ -175,8 +175,15 @@ def parse_text(raw: str) -> RasStatus:
 
     def close() -> None:
         if current is not None:
-            ranks = tuple(RasRank(rank=r, host=h, pid=p, cuda_dev=g, counts=((current["op"], n),) if current["op"] else ())
-                          for r, n, g, p, h in current["ranks"])
+            # one rank may be listed under several "different X operation counts" blocks: one entry each,
+            # its counts per op
+            per: dict[int, tuple[int, int, str, dict[str, int]]] = {}
+            for r, n, g, p, h, op in current["ranks"]:
+                entry = per.setdefault(r, (g, p, h, {}))
+                if op:
+                    entry[3][op] = n
+            ranks = tuple(RasRank(rank=r, host=h, pid=p, cuda_dev=g, counts=tuple(c.items()))
+                          for r, (g, p, h, c) in sorted(per.items()))
             missing = tuple(RasRank(rank=r, considered_dead=current["dead"], unresponsive=True) for r in current["missing"])
             comms.append(RasComm(hash="0x" + current["hash"], size=len(ranks) + len(missing), ranks=ranks,
                                  missing=missing, status=current.get("status", ""), errors=current["errors"]))
@@ -195,7 +202,8 @@ def parse_text(raw: str) -> RasStatus:
             current["op"] = m.group(1)
             messages.append(line.strip())
         elif current is not None and (m := _TXT_LAUNCHED.search(line)):
-            current["ranks"].append((int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)), m.group(5)))
+            current["ranks"].append((int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)), m.group(5),
+                                     current["op"]))
             messages.append(line.strip())
         elif current is not None and (m := _TXT_MISSING.search(line)):
             current["missing"].extend(int(x) for x in re.findall(r"\d+", m.group(1)))
@@ -253,6 +261,7 @@ class RasComparison:
     counts: tuple[tuple[int, int], ...] = ()  # (rank, count) for ``op`` at the second poll
     pids: tuple[tuple[int, int], ...] = ()  # (rank, pid)
     hosts: tuple[tuple[int, str], ...] = ()
+    split: "OpSplit | None" = None  # ranks ahead on different ops: an op-type mismatch, not a lagging rank
 
 
 def compare(first: RasStatus, second: RasStatus) -> list[RasComparison]:
@@ -273,7 +282,7 @@ def compare(first: RasStatus, second: RasStatus) -> list[RasComparison]:
         op, skew, lag, counts = skew_of(comm)
         out.append(RasComparison(comm=comm.hash, advanced=advanced, frozen=frozen, skew=skew, lagging=lag, op=op,
                                  counts=counts, pids=tuple((r.rank, r.pid or 0) for r in comm.ranks),
-                                 hosts=tuple((r.rank, r.host) for r in comm.ranks)))
+                                 hosts=tuple((r.rank, r.host) for r in comm.ranks), split=op_split(comm)))
     return out
 
 
@@ -293,3 +302,53 @@ def skew_of(comm: RasComm) -> tuple[str, bool, tuple[int, ...], tuple[tuple[int,
         op = max(ops, key=lambda o: sum(r.count(o) for r in comm.ranks))
         best = (op, False, (), tuple((r.rank, r.count(op)) for r in comm.ranks))
     return best
+
+
+@dataclass(frozen=True)
+class OpSplit:
+    """Two ranks each ahead on a different collective type: at some collective they issued different
+    ops (rank ``a`` ran ``op_a`` where rank ``b`` ran ``op_b``).
+
+    RAS counts say how many of each op a rank launched, not in which order, so the split is placed
+    as far as the counts allow: the ops both ranks agree on number ``common`` (the sum over ops of the
+    smaller count), and the ranks diverged at or before collective ``common + 1`` (exactly there when
+    the ranks hung on the mismatched pair itself)."""
+
+    a: int
+    op_a: str
+    counts_a: tuple[int, int]  # op_a: (rank a's count, rank b's count)
+    b: int
+    op_b: str
+    counts_b: tuple[int, int]  # op_b: (rank b's count, rank a's count)
+    totals: tuple[int, int]  # all collectives launched by a, by b
+    common: int
+
+    @property
+    def at_most(self) -> int:
+        return self.common + 1
+
+    def describe(self) -> str:
+        return (f"rank {self.a} launched {self.op_a} {self.counts_a[0]} vs {self.counts_a[1]}, rank {self.b} launched "
+                f"{self.op_b} {self.counts_b[0]} vs {self.counts_b[1]} (totals {self.totals[0]} and {self.totals[1]})")
+
+
+def op_split(comm: RasComm) -> OpSplit | None:
+    """Compare per-op counts in both directions; the first pair of ranks where each is ahead on a
+    different op (an op-type mismatch), else None (plain skew: one rank behind)."""
+    ranks = sorted(comm.ranks, key=lambda r: r.rank)
+    for i, ra in enumerate(ranks):
+        ca = dict(ra.counts)
+        for rb in ranks[i + 1:]:
+            cb = dict(rb.counts)
+            ops = sorted(set(ca) | set(cb))
+            a_ahead = [(ca.get(o, 0) - cb.get(o, 0), o) for o in ops if ca.get(o, 0) > cb.get(o, 0)]
+            b_ahead = [(cb.get(o, 0) - ca.get(o, 0), o) for o in ops if cb.get(o, 0) > ca.get(o, 0)]
+            if not a_ahead or not b_ahead:
+                continue
+            op_a = max(a_ahead)[1]
+            op_b = max(b_ahead)[1]
+            common = sum(min(ca.get(o, 0), cb.get(o, 0)) for o in ops)
+            return OpSplit(a=ra.rank, op_a=op_a, counts_a=(ca.get(op_a, 0), cb.get(op_a, 0)), b=rb.rank, op_b=op_b,
+                           counts_b=(cb.get(op_b, 0), ca.get(op_b, 0)), totals=(sum(ca.values()), sum(cb.values())),
+                           common=common)
+    return None

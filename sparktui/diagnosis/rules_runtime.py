@@ -5,14 +5,136 @@ Pure functions of the gathered facts (verdict._Ctx); each notes the lines it rel
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from . import pyspy as pyspy_mod
+from .collectives import CollOp, mismatches, op_from_line
 from .verdict import Verdict, _Ctx
 
 
 # --------------------------------------------------------------------------- R4 / R5
 
 
+def _log_ops(c: _Ctx) -> list[CollOp]:
+    out = []
+    for r in c.ranks:
+        # torch prints "Stack trace of the failed collective:" as "#N func from file:line": the first
+        # frame outside torch is the line that issued it
+        frame = next((f"{m.groups[0]} ({m.groups[1].rsplit('/', 1)[-1]}:{m.groups[2]})" for m in r.markers
+                      if m.kind == "collective_frame" and "/torch/" not in m.groups[1]), "")
+        for m in r.markers:
+            if m.kind == "watchdog_timeout":
+                o = op_from_line(m.line, source=r.label)
+                if o is not None:
+                    out.append(replace(o, frame=frame) if frame else o)
+    return out
+
+
+def _pyspy_frame(c: _Ctx, rank: int) -> str:
+    rf = next((r for r in c.ranks if r.rank == rank and r.pyspy), None)
+    if rf is None:
+        return ""
+    d = rf.pyspy[-1][1]
+    return pyspy_mod.user_frame(d) or pyspy_mod.top_frame(d) or ""
+
+
+def _frames(c: _Ctx, a: int, b: int, op_a: CollOp | None, op_b: CollOp | None) -> str:
+    """Where each rank is: the line that issued the collective (Flight Recorder stack), and py-spy's
+    frame, said per rank when py-spy tells them apart, and said plainly when it cannot."""
+    parts = []
+    fa, fb = (op_a.frame if op_a else ""), (op_b.frame if op_b else "")
+    if fa or fb:
+        parts.append(f"issued at rank {a}: {fa or '?'}; rank {b}: {fb or '?'}" if fa != fb else
+                     f"both issued at {fa}: the same line, so rank-local data or state chose the op")
+    pa, pb = _pyspy_frame(c, a), _pyspy_frame(c, b)
+    if pa and pb and pa == pb:
+        parts.append(f"py-spy shows both ranks in {pa}, which cannot tell them apart")
+    elif pa or pb:
+        parts.append(f"py-spy: rank {a} in {pa or '?'}, rank {b} in {pb or '?'}")
+    return "; ".join(parts) or "no frame: take py-spy dumps or a Flight Recorder dump"
+
+
+def rule_r4_exact(c: _Ctx) -> Verdict | None:
+    return rule_r4_mismatch(c, exact_only=True)
+
+
+def rule_r4_mismatch(c: _Ctx, exact_only: bool = False) -> Verdict | None:
+    """Ranks that issued different collectives at one sequence number: from Flight Recorder entries
+    or watchdog lines (exact), else from RAS counts ahead in both directions (placed as the counts allow)."""
+    found, how = None, ""
+    for source, ops in (("Flight Recorder", [o for r in c.ranks for o in r.fr_ops]), ("watchdog", _log_ops(c))):
+        ms = mismatches(ops)
+        if ms:
+            found, how = ms[0], source
+            break
+    if found is None and exact_only:
+        return None
+    split, split_node, split_cmp, polls = None, "", None, 0
+    for nf in c.nodes:
+        for cmp in nf.comparisons:
+            # both directions cannot happen on one shared sequence, moving or not (a rank further along it
+            # has at least as many of every op), so a split counts even under traffic, with less weight
+            if cmp.split is not None:
+                split, split_node, split_cmp, polls = cmp.split, nf.node, cmp, len(nf.ras)
+                break
+        if split:
+            break
+    if found is None and split is None:
+        return None
+    ids = ["nccl_collective_mismatch"] + (["nccl_watchdog_timeout"] if any(r.has("watchdog_timeout") for r in c.ranks)
+                                          else [])
+    if split is not None:
+        state = "frozen across polls" if split_cmp.frozen else "still moving" if polls > 1 else "one poll"
+        c.note(split_node, f"RAS ({state}): {split.describe()}: each rank is ahead on a different collective")
+    if found is not None:
+        for o in (found.a, found.b):
+            rf = next((r for r in c.ranks if r.rank == o.rank), None)
+            c.note(rf if rf is not None else (c.ev.nodes[0].node if c.ev.nodes else ""),
+                   o.text if how == "Flight Recorder" else f"{how}: {o.text[max(0, o.text.find('Watchdog')):][:220]}")
+        if how == "Flight Recorder":
+            for m in mismatches(_log_ops(c))[:1]:  # the watchdog lines that agree, beside the dumps
+                for o in (m.a, m.b):
+                    rf = next((r for r in c.ranks if r.rank == o.rank), None)
+                    if rf is not None:
+                        c.note(rf, f"watchdog: {o.text[max(0, o.text.find('Watchdog')):][:220]}")
+        a, b, seq = found.a, found.b, found.seq
+        where = f"#{seq}" + (f" of process group {found.pg}" if found.pg else "")
+        op_a, op_b = a.describe(), b.describe()
+        conf = 0.92 if how == "Flight Recorder" else 0.88
+        what, ra, rb = found.what, a.rank, b.rank
+    else:
+        seq = split.at_most
+        where = f"#{seq} or before"
+        c.note(split_node, f"RAS counts say which ops differ, not where: {split.common} collectives agree by type, so the "
+               f"split is at or before #{seq} (exactly there if the ranks hung on the mismatched pair); a Flight "
+               "Recorder dump names it exactly")
+        op_a, op_b, ra, rb, what = split.op_a, split.op_b, split.a, split.b, "op type"
+        conf = 0.9 if split_cmp.frozen else 0.7 if "moving" in state else 0.75
+    for r in c.ranks:
+        if r.alive is False:
+            c.note(r, f"process {r.pid or '?'} is gone: it ended after the split (a consequence, not the cause)")
+    for rank in (ra, rb):
+        rf = next((r for r in c.ranks if r.rank == rank and r.pyspy), None)
+        if rf is not None:
+            c.note(rf, f"py-spy: {pyspy_mod.where(rf.pyspy[-1][1])} in {_pyspy_frame(c, rank)}")
+    frames = _frames(c, ra, rb, found.a if found else None, found.b if found else None)
+    # NCCL does not check that ranks agree: a size mismatch can complete and the job carries on, every
+    # result after the split wrong.  Counts that advanced between polls say so (not "neither can finish")
+    moving = found is not None and any(cmp.advanced and not cmp.frozen for nf in c.nodes for cmp in nf.comparisons
+                                       if len(nf.ras) > 1)
+    if moving:
+        for nf in c.nodes:
+            if len(nf.ras) > 1 and any(cmp.advanced for cmp in nf.comparisons):
+                c.note(nf.node, "RAS counts advanced between polls: the collectives after the split still complete")
+    return c.make("R4_mismatch_moving" if moving else "R4_mismatch", True, ids, conf, where=where, seq=seq, a=ra,
+                  b=rb, op_a=op_a, op_b=op_b, what=what, frames=frames, source=how or "RAS", lagging=[])
+
+
 def rule_r4(c: _Ctx) -> Verdict | None:
+    v = rule_r4_mismatch(c)
+    if v is not None:
+        return v
+    c.lines = {}
     lagging: dict[int, str] = {}
     op, seq, conf = "", None, 0.0
     ids = ["nccl_collective_mismatch"]
@@ -47,7 +169,11 @@ def rule_r4(c: _Ctx) -> Verdict | None:
                     lagging.setdefault(r.rank, f"last enqueued work {enq}")
                     conf = max(conf, 0.85)
     fr = [r for r in c.ranks if r.fr_status]
-    if len(fr) >= 2:
+    # dumps taken live are taken one rank after another: under traffic their "last enqueued" differ by
+    # however many collectives ran in between (seen on two H200s: 1450 vs 1480 in a healthy job), so a
+    # gap counts only when the RAS counts did not advance between polls
+    moving = any(cmp.advanced for nf in c.nodes for cmp in nf.comparisons if len(nf.ras) > 1)
+    if len(fr) >= 2 and not moving:
         top = max(r.fr_status[0] for r in fr)
         for r in fr:
             c.note(r, f"Flight Recorder: last enqueued {r.fr_status[0]}, completed {r.fr_status[1]}"

@@ -28,6 +28,10 @@ def parse_gpu_csv(text: str) -> list[GpuRow]:
     Header lines may repeat (several samples in one file); columns are found by header name so the
     ``noheader`` form with the same order also works.
     """
+    if "NVSMI LOG" in text:
+        return parse_smi_query(text)
+    if "NVIDIA-SMI" in text:
+        return parse_smi_table(text)
     cols = ["index", "utilization.gpu", "power.draw", "memory.used", "clocks.sm"]
     rows: list[GpuRow] = []
     for line in text.splitlines():
@@ -47,6 +51,79 @@ def parse_gpu_csv(text: str) -> list[GpuRow]:
         rows.append(GpuRow(index=idx, util=_num(d.get("utilization.gpu", "")), power_w=_num(d.get("power.draw", "")),
                            mem_mib=_num(d.get("memory.used", "")),
                            sm_mhz=_num(d.get("clocks.sm", d.get("clocks.current.sm", "")))))
+    return rows
+
+
+_SMI_GPU = re.compile(r"^\|\s+(\d{1,3})\s+[A-Za-z].*\|.*\|")
+_SMI_POWER = re.compile(r"(\d+(?:\.\d+)?)W\s*/\s*\S+")
+_SMI_MEM = re.compile(r"(\d+)MiB\s*/\s*\d+MiB")
+_SMI_UTIL = re.compile(r"\|\s*(\d{1,3})%\s+\S+")
+
+
+def parse_smi_table(text: str) -> list[GpuRow]:
+    """Plain ``nvidia-smi`` output (the boxed table): one row per GPU from its two table lines.
+    GB10 prints "N/A" for power or memory on some drivers: those stay None."""
+    rows: list[GpuRow] = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines[:-1]):
+        if "Processes:" in line:
+            break  # the process table's rows also start with a GPU index
+        m = _SMI_GPU.match(line)
+        if not m:
+            continue
+        nxt = lines[i + 1]
+        power, mem, util = _SMI_POWER.search(nxt), _SMI_MEM.search(nxt), _SMI_UTIL.search(nxt)
+        rows.append(GpuRow(index=int(m.group(1)), util=float(util.group(1)) if util else None,
+                           power_w=float(power.group(1)) if power else None,
+                           mem_mib=float(mem.group(1)) if mem else None))
+    return rows
+
+
+_Q_FIELD = re.compile(r"^(\s*)([A-Za-z][\w ./()-]*?)\s*:\s*(.*)$")
+
+
+def parse_smi_query(text: str) -> list[GpuRow]:
+    """``nvidia-smi -q``: one row per ``GPU <bus id>`` section (index = its Minor Number, else its
+    order); utilisation from its Utilization block, power from the first Instantaneous (else Average,
+    else plain) Power Draw, memory from the first "Used" in MiB (FB memory)."""
+    rows: list[GpuRow] = []
+    cur: dict | None = None
+    block = ""
+
+    def close() -> None:
+        if cur is not None:
+            power = next((cur[k] for k in ("inst", "avg", "plain") if k in cur), None)
+            rows.append(GpuRow(index=cur.get("index", len(rows)), util=cur.get("util"), power_w=power,
+                               mem_mib=cur.get("mem")))
+
+    for line in text.splitlines()[:100_000]:
+        if line.startswith("GPU ") and " : " not in line:  # a section: "GPU 00000000:00:06.0"
+            close()
+            cur, block = {}, ""
+            continue
+        if cur is None:
+            continue
+        m = _Q_FIELD.match(line)
+        if not m:
+            block = line.strip()  # a heading: "Utilization", "GPU Power Readings", ...
+            continue
+        key, val = m.group(2).strip(), m.group(3).strip()
+        num = _num(val)
+        if key == "Minor Number" and val.isdecimal() and len(val) < 4:
+            cur["index"] = int(val)
+        elif num is None:
+            continue
+        elif block == "Utilization" and key == "GPU":
+            cur.setdefault("util", num)
+        elif key == "Instantaneous Power Draw":
+            cur.setdefault("inst", num)
+        elif key == "Average Power Draw":
+            cur.setdefault("avg", num)
+        elif key == "Power Draw":
+            cur.setdefault("plain", num)
+        elif key == "Used" and "MiB" in val:
+            cur.setdefault("mem", num)
+    close()
     return rows
 
 

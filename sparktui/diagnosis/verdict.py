@@ -1,6 +1,7 @@
 """The hang verdict: explicit rules R0..R7 over gathered Evidence (pure; live and --offline share it).
 
-Precedence R1 > R2/R3 > R6 > R4 > R5 > R0 (reference/nccl-debugging.md §6); R7 (latent
+Precedence R1 > R2/R3 > R6 > R4 > R5 > R0 (reference/nccl-debugging.md §6), except that a collective
+mismatch named exactly by the ranks' own records (R4, Flight Recorder or watchdog) goes first; R7 (latent
 misconfiguration) is always reported beside the verdict.  Every rule names what it saw, per node,
 so a reader can check the reasoning against the raw lines.
 """
@@ -80,11 +81,13 @@ def _desync_in_logs(ranks: list[RankFacts]) -> bool:
 
 def decide(ev: Evidence) -> Verdict:
     from .rules_faults import rule_r1, rule_r2_r3, rule_r6
-    from .rules_runtime import rule_r0, rule_r4, rule_r5
+    from .rules_runtime import rule_r0, rule_r4, rule_r4_exact, rule_r5
 
     c = _Ctx(ev)
     verdict = None
-    for rule in (rule_r1, rule_r2_r3, rule_r6, rule_r4, rule_r5):
+    # a split the ranks' own records name (Flight Recorder entries, watchdog lines) comes first: a
+    # peer that died or a link that broke after it is its consequence (NCCL errors out on a size mismatch)
+    for rule in (rule_r4_exact, rule_r1, rule_r2_r3, rule_r6, rule_r4, rule_r5):
         c.lines = {}  # a rule that does not fire leaves no evidence lines behind
         verdict = rule(c)
         if verdict is not None:

@@ -7,6 +7,8 @@ standard-library only and self-contained (no package imports).  Commands print o
     scan  [--pids 1,2] [--run-dir DIR] [--sample SECONDS]   workers, threads (with CPU%), env, libnccl
     tail  PATH... [--head N] [--tail N]                        the start and end of log files
     connect HOST:PORT...                                       TCP connect checks (rendezvous, Ray)
+    frdump PID[:RANK]... [--wait S] [--no-trigger] [--run-dir DIR]   Flight Recorder dumps (on demand
+                                                               through the debug-info pipe; left in DIR)
 """
 
 import hashlib
@@ -218,6 +220,157 @@ def scan(pids=None, run_dir="", sample=1.0):
             "run_dir_logs": logs, "env_denied": denied}
 
 
+def _mtime_size(path):
+    try:
+        st = os.stat(path)
+        return st.st_mtime, st.st_size
+    except OSError:
+        return None
+
+
+def _started(pid):
+    """A process's start time (epoch seconds), from /proc/PID/stat and the boot time."""
+    stat = _read(f"/proc/{pid}/stat")
+    boot = _read("/proc/stat")
+    if not stat or not boot:
+        return None
+    try:
+        ticks = int(stat.decode("utf-8", "replace").rsplit(")", 1)[1].split()[19])
+        btime = next(int(l.split()[1]) for l in boot.decode().splitlines() if l.startswith("btime "))
+    except (IndexError, ValueError, StopIteration):
+        return None
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    return btime + ticks / hz
+
+
+def _looks_like_dump(data):
+    # torch writes a pickle (protocol 2+) or JSON: nothing else named like a dump leaves the node
+    return data[:1] == b"\x80" or data.lstrip()[:1] == b"{"
+
+
+FR_FILE = re.compile(r"^(?:fr_|nccl_trace_rank_)(\d{1,5})$")  # prearm's prefix, torch's default
+
+
+def _run_dir_dumps(run_dir, live_pids, covered, limit):
+    """Dumps a rank left in the run folder (written on a timeout or an NCCL error, often by a rank that
+    is gone now), for the ranks no live process answered for.  Only this run's: newer than the oldest
+    live worker's start, or, with none alive, within 30 min of the newest NCCL debug log there."""
+    import base64
+
+    out = []
+    try:
+        names = sorted(os.listdir(run_dir))
+    except OSError:
+        return out
+    starts = [s for s in (_started(p) for p in live_pids) if s]
+    logs = [m[0] for m in (_mtime_size(os.path.join(run_dir, n)) for n in names if n.endswith(".log")) if m]
+    since = min(starts) - 60 if starts else (max(logs) - 1800 if logs else None)
+    for name in names:
+        m = FR_FILE.match(name)
+        if not m or int(m.group(1)) in covered:
+            continue
+        path = os.path.join(run_dir, name)
+        st = _mtime_size(path)
+        if st is None or not os.path.isfile(path) or os.path.islink(path):
+            continue
+        item = {"pid": None, "rank": int(m.group(1)), "path": path, "triggered": False}
+        if since is None or st[0] < since:
+            item["error"] = f"{path}: not from this run"
+        elif st[1] > limit:
+            item["error"] = f"{path}: over {limit >> 20} MiB"
+        else:
+            data = _read(path, limit + 1) or b""
+            if _looks_like_dump(data):
+                item["data"] = base64.b64encode(data[:limit]).decode("ascii")
+            else:
+                item["error"] = f"{path}: not a Flight Recorder dump"
+        covered.add(item["rank"])
+        out.append(item)
+    return out
+
+
+def frdump(pids, wait=8.0, limit=16 << 20, trigger=True, run_dir=""):
+    """Ask each armed rank for a Flight Recorder dump now and read it back.
+
+    torch (ProcessGroupNCCL, buffer > 0, monitoring on) polls the FIFO
+    ``$TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe``; a write there makes it dump its ring buffer to
+    ``$TORCH_FR_DUMP_TEMP_FILE<rank>`` (old name TORCH_NCCL_DEBUG_INFO_TEMP_FILE).  The write never
+    blocks (O_NONBLOCK: no reader means ENXIO) and the wait is bounded.  A dump already there (written
+    on a timeout) is returned too."""
+    import base64
+    import stat as st_mod
+
+    items = []
+    for spec in pids:
+        # "PID" or "PID:RANK": the caller may know a rank the env does not say (Ray workers have no RANK)
+        pid_s, _, rank = str(spec).partition(":")
+        if not pid_s.isdigit():
+            continue
+        pid = int(pid_s)
+        env = _env(pid) or {}
+        rank = rank or env.get("RANK", "")
+        if not rank.isdigit():
+            continue
+        root = f"/proc/{pid}/root" if _container(pid) else ""
+        prefix = env.get("TORCH_FR_DUMP_TEMP_FILE") or env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") or "/tmp/nccl_trace_rank_"
+        buf = env.get("TORCH_FR_BUFFER_SIZE") or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE") or "0"
+        item = {"pid": pid, "rank": int(rank), "path": root + prefix + rank, "triggered": False}
+        item["before"] = _mtime_size(item["path"])
+        pipe = env.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "")
+        if trigger and pipe and buf.isdigit() and int(buf) > 0:
+            path = root + pipe + rank + ".pipe"
+            try:
+                # only ever a FIFO: opening some device files for writing has effects of its own
+                if not st_mod.S_ISFIFO(os.lstat(path).st_mode):
+                    raise OSError("not a FIFO")
+                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+                try:
+                    if not st_mod.S_ISFIFO(os.fstat(fd).st_mode):
+                        raise OSError("not a FIFO")
+                    os.write(fd, b"1\n")
+                    item["triggered"] = True
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                item["error"] = f"{path}: {exc.strerror or exc}"
+        items.append(item)
+    deadline = time.time() + wait
+    last = {}
+    while time.time() < deadline:
+        pending = False
+        for it in items:
+            now = _mtime_size(it["path"])
+            if it["triggered"] and (now is None or now == it["before"]):
+                pending = True  # not rewritten yet
+            elif now is not None and last.get(it["path"]) != now:
+                pending = True  # still growing: read it once its size holds still
+            last[it["path"]] = now
+        if not pending:
+            break
+        time.sleep(0.3)
+    for it in items:
+        it.pop("before", None)
+        now = _mtime_size(it["path"])
+        started = _started(it["pid"])
+        if now is not None and started is not None and now[0] < started - 1:
+            # left by an earlier run in the same folder: not this process's story
+            it["error"] = f"{it['path']}: older than the process (an earlier run's dump)"
+            continue
+        data = _read(it["path"], limit + 1)
+        if data is None:
+            it.setdefault("error", f"{it['path']}: no dump written")
+        elif len(data) > limit:
+            it["error"] = f"{it['path']}: over {limit >> 20} MiB"
+        elif not _looks_like_dump(data):
+            it["error"] = f"{it['path']}: not a Flight Recorder dump"
+        else:
+            it["data"] = base64.b64encode(data).decode("ascii")
+    if run_dir:
+        covered = {it["rank"] for it in items if "data" in it}
+        items += _run_dir_dumps(run_dir, [it["pid"] for it in items], covered, limit)
+    return {MARKER: 1, "dumps": items}
+
+
 def tail(paths, head=200, tail_n=400):
     out = {}
     for path in paths:
@@ -267,6 +420,11 @@ def main(argv):
     elif cmd == "tail":
         head, tl = int(opt("--head", "200")), int(opt("--tail", "400"))
         result = tail(args, head, tl)
+    elif cmd == "frdump":
+        wait = float(opt("--wait", "8"))  # before the pids: "--wait 8" must not read as a pid
+        trigger = "--no-trigger" not in args
+        run_dir = opt("--run-dir", "")
+        result = frdump([p for p in args if p[:1].isdigit()], wait, trigger=trigger, run_dir=run_dir)
     elif cmd == "connect":
         result = connect(args, float(opt("--timeout", "2.0")))
     else:

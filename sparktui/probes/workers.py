@@ -178,6 +178,32 @@ async def kernel_log(node: "Node", *, timeout: float = 10.0) -> list[str]:
     return [l for l in res.text.splitlines()[-2000:] if keep.search(l)][-50:]
 
 
+async def fr_dumps(node: "Node", ranks: dict[int, int], *, wait: float = 8.0, trigger: bool = True,
+                   run_dir: str = "") -> list[dict[str, Any]]:
+    """Flight Recorder dumps of the ranks ``{pid: rank}`` (see procfs.frdump): taken now through the
+    debug-info pipe where one is armed (``trigger``), else the dump already written (on a timeout).
+    ``[{"pid", "rank", "path", "triggered", "data" (bytes) | "error"}]``.  Bounded by ``wait``."""
+    import base64
+    import binascii
+
+    if not ranks and not run_dir:
+        return []
+    args = ["frdump", "--wait", str(wait), *(["--run-dir", run_dir] if run_dir else []),
+            *(f"{pid}:{rank}" for pid, rank in ranks.items())]
+    data = await _json(node, script_argv(procfs, *args, *([] if trigger else ["--no-trigger"])), wait + 30)
+    out = []
+    for d in data.get("dumps", []):
+        if not isinstance(d, dict) or not isinstance(d.get("rank"), int):
+            continue
+        if isinstance(d.get("data"), str):
+            try:
+                d["data"] = base64.b64decode(d["data"], validate=True)
+            except (binascii.Error, ValueError):
+                d = {**d, "data": None, "error": "undecodable dump"}
+        out.append(d)
+    return out
+
+
 async def proxy_dump(node: "Node", pid: int, *, timeout: float = 5.0) -> bool:
     """SIGUSR1 makes NCCL print its ACTIVE OPS, but only when NCCL_PROXY_DUMP_SIGNAL=10 armed it:
     the caller checks the worker's env first (an unarmed process would be killed by the signal)."""

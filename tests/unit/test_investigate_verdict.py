@@ -140,3 +140,39 @@ def test_an_oom_kill_that_hit_no_rank_is_not_a_dead_peer():
     ev.nodes[0].dmesg = [f"[Tue Dec  1 06:58:40 2026] Out of memory: Killed process {other} (VLLM::Worker_TP1) "
                          "total-vm:1234kB"]
     assert decide(ev).rule == "R1"  # a worker-named victim is a rank even when its pid was not seen
+
+
+@pytest.mark.parametrize("mode,what,op_b,state", [
+    ("optype_mismatch", "op type", "nccl:broadcast (1048576 elements, Float)", "hung"),
+    ("size_mismatch", "size", "nccl:all_reduce (524288 elements, Float)", "corrupt"),
+])
+def test_device_mismatch_runs_name_both_ops_at_the_split(mode, what, op_b, state):
+    """Two H200s, rank 0 all_reduce at collective #151 and rank 1 something else (device script modes),
+    the Flight Recorder dumped live through its debug-info pipe: the live verdict and its offline replay
+    name both ranks' ops and #151.  The size mismatch did not hang (NCCL does not check counts): the
+    verdict says the job runs on with wrong results, not that neither rank can finish."""
+    live = json.loads((DEV / mode / "bundle" / "verdict.json").read_text())
+    summary = json.loads((DEV / mode / "summary.json").read_text())
+    ((_, ev),) = read_bundle(DEV / mode / "bundle")
+    v = decide(ev)
+    assert summary["ok"] is True and live["rule"] == v.rule == "R4"
+    assert v.details["seq"] == live["details"]["seq"] == 151
+    assert (v.details["a"], v.details["b"], v.details["what"]) == (0, 1, what)
+    assert v.details["op_a"] == "nccl:all_reduce (1048576 elements, Float)" and v.details["op_b"] == op_b
+    assert v.details["source"] == "Flight Recorder" and v.state == state
+    assert "nccl_collective_mismatch" in v.finding_ids
+
+
+def test_live_flight_recorder_dumps_of_a_healthy_job_are_no_lagging_rank():
+    """The healthy mode with live Flight Recorder dumps: the two dumps were taken 30 collectives apart
+    (1450 vs 1480) while the counts moved.  Live, that was called 'rank 0 behind' (the false alarm this
+    run found); replayed after the fix it is healthy."""
+    live = json.loads((DEV / "healthy_live_fr" / "bundle" / "verdict.json").read_text())
+    ((_, ev),) = read_bundle(DEV / "healthy_live_fr" / "bundle")
+    v = decide(ev)
+    assert live["rule"] == "R4"  # what the live run said before the fix: kept as recorded
+    assert v.rule == "healthy" and not v.problem, v.title
+    # and live, after the fix (a second device call): healthy with both ranks' dumps in the bundle
+    live = json.loads((DEV / "healthy_fr" / "bundle" / "verdict.json").read_text())
+    names = {p.name for p in (DEV / "healthy_fr" / "bundle").rglob("*fr_trace_*")}
+    assert live["rule"] == "healthy" and {"ev.fr_trace_0", "ev.fr_trace_1"} <= names
