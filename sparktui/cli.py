@@ -15,6 +15,20 @@ THEMES = ("sparktui-dark", "sparktui-light", "sparktui-256", "sparktui-contrast"
 SCENARIOS = ("healthy", "nccl-hang", "oom", "unsupported-arch")
 
 
+def _byte_size(text: str) -> int:
+    """'512M', '2G', '1048576' -> bytes (argparse type: a bad value is one line, exit 2)."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    num, unit = (t[:-1], t[-1]) if t and t[-1] in units else (t, "")
+    try:
+        n = int(float(num) * units[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 512M, 2G)") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (must be above 0)")
+    return n
+
+
 def _common(p: argparse.ArgumentParser, top: bool = False) -> None:
     # subcommands accept --config too; SUPPRESS keeps `sparktui --config X status` from losing X
     p.add_argument("--config", metavar="PATH", default=None if top else argparse.SUPPRESS,
@@ -80,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     dg = sub.add_parser("diagnose", help="offline analysis of log files ('-' = stdin, .gz ok)")
     dg.add_argument("files", nargs="+", metavar="FILE")
     dg.add_argument("--json", action="store_true")
+    dg.add_argument("--max-bytes", type=_byte_size, default=None, metavar="SIZE",
+                    help="stop reading an input after this much (decompressed), e.g. 2G; default 16G")
 
     inv = sub.add_parser("investigate", help="live NCCL hang investigation (or --offline DIR)")
     _common(inv)

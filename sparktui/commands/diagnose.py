@@ -9,10 +9,18 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import sys
+import zlib
 from typing import IO, Iterator
 
+from ..units import human_bytes
+
 CHUNK_LINES = 20_000
+BLOCK = 1 << 20  # bytes read at a time
+LINE_HEAD = LINE_TAIL = 16 << 10  # what a cut line keeps of its start and of its end
+LINE_CAP = LINE_HEAD + LINE_TAIL  # longer lines are cut (a 50 MB line is one line, not 50 MB of memory)
+MAX_INPUT_BYTES = 16 << 30  # per input, decompressed: /dev/zero and a gzip bomb end, with a note
 
 
 class InputError(Exception):
@@ -42,26 +50,95 @@ def _open(path: str) -> tuple[IO[bytes], str]:
     return fh, name
 
 
-def _chunks(fh: IO[bytes], path: str) -> Iterator[list[str]]:
-    reader = io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
+def _chunks(fh: IO[bytes], path: str, max_bytes: int = MAX_INPUT_BYTES,
+            notes: list[str] | None = None) -> Iterator[list[str]]:
+    """Lines (one per "\n"; "\r" stays part of a line) in lists of up to CHUNK_LINES, read in blocks
+    so memory stays bounded whatever the input: a line longer than LINE_CAP keeps its head and tail
+    (the classifier sees both) with the cut said in the middle; reading stops after ``max_bytes``
+    (decompressed), with a note.  Blocks are decoded whole: a newline never sits inside a UTF-8
+    sequence, so splitting after decoding is exact and much cheaper than a line iterator."""
     buf: list[str] = []
+    head = b""  # the start of a line still open at the end of a block
+    tail = bytearray()  # ... and its last bytes, once it has outgrown LINE_CAP
+    cut = 0  # bytes dropped from the middle of that line
+    total = 0
     try:
-        for line in reader:
-            # newline="" keeps "\r\n" and lone "\r" as part of the line: one line per "\n"
-            if line.endswith("\n"):
-                line = line[:-1]
-            buf.append(line)
+        while True:
+            block = fh.read(BLOCK)
+            if not block:
+                break
+            total += len(block)
+            nl = block.rfind(b"\n")
+            if nl < 0:  # the open line goes on
+                head, tail, cut = _grow(head, tail, cut, block)
+            else:
+                first = block.find(b"\n")
+                head, tail, cut = _grow(head, tail, cut, block[:first])
+                _add(buf, _close(head, tail, cut))
+                head, tail, cut = b"", bytearray(), 0
+                if nl > first:
+                    for line in block[first + 1:nl].decode("utf-8", "replace").split("\n"):
+                        _add(buf, line if len(line) <= LINE_CAP else _cut_str(line))
+                head, tail, cut = _grow(head, tail, cut, block[nl + 1:])
             if len(buf) >= CHUNK_LINES:
                 yield buf
                 buf = []
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            if total >= max_bytes:
+                if notes is not None:
+                    notes.append(f"sparktui diagnose: {path}: stopped after {human_bytes(total)} (--max-bytes); "
+                                 "the findings cover what was read")
+                break
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise InputError(f"sparktui diagnose: cannot read {path}: {exc}") from None
+    if head or tail:
+        _add(buf, _close(head, tail, cut))
     if buf:
         yield buf
 
 
-def analyse(paths: list[str]):
-    """Run the Diagnoser over the files; returns it (finished)."""
+_CR_PART = re.compile(r"[^\r]*\r|[^\r]+")
+
+
+def _add(buf: list[str], line: str) -> None:
+    """A lone "\r" ends a line too (a progress bar's redraws are lines of their own, as they always
+    were here: findings and their line numbers stay what they were); "\r\n" ends one line."""
+    if "\r" not in line:
+        buf.append(line)
+    else:
+        buf.extend(_CR_PART.findall(line) or [line])
+
+
+def _grow(head: bytes, tail: bytearray, cut: int, more: bytes) -> tuple[bytes, bytearray, int]:
+    """Add ``more`` to an open line, keeping at most LINE_HEAD + LINE_TAIL bytes of it."""
+    if not tail and len(head) + len(more) <= LINE_CAP:
+        return head + more, tail, cut
+    if not tail:  # the line outgrows the cap now: keep its head, the rest goes to the rolling tail
+        whole = head + more
+        head, rest = whole[:LINE_HEAD], whole[LINE_HEAD:]
+        tail = bytearray(rest[-LINE_TAIL:])
+        return head, tail, cut + len(rest) - len(tail)
+    tail += more
+    over = len(tail) - LINE_TAIL
+    if over > 0:
+        del tail[:over]
+        cut += over
+    return head, tail, cut
+
+
+def _close(head: bytes, tail: bytearray, cut: int) -> str:
+    if not tail:
+        return head.decode("utf-8", "replace")
+    return (f"{head.decode('utf-8', 'replace')} … [{human_bytes(cut)} cut from this line] … "
+            f"{bytes(tail).decode('utf-8', 'replace')}")
+
+
+def _cut_str(line: str) -> str:
+    return f"{line[:LINE_HEAD]} … [{len(line) - LINE_HEAD - LINE_TAIL} characters cut from this line] … " \
+           f"{line[-LINE_TAIL:]}"
+
+
+def analyse(paths: list[str], max_bytes: int = MAX_INPUT_BYTES, notes: list[str] | None = None):
+    """Run the Diagnoser over the files; returns it (finished).  ``notes``: inputs cut at max_bytes."""
     from ..diagnosis import Diagnoser
 
     dg = Diagnoser()
@@ -73,7 +150,7 @@ def analyse(paths: list[str]):
         key = name if seen[name] == 1 else f"{name}#{seen[name]}"
         sc = dg.scanner(key)
         try:
-            for chunk in _chunks(fh, name):
+            for chunk in _chunks(fh, name, max_bytes, notes):
                 sc.feed(chunk)
         finally:
             if path != "-":
@@ -148,11 +225,17 @@ def render_text(dg, colour: bool) -> str:
 
 
 def run(args) -> int:
+    notes: list[str] = []
     try:
-        dg = analyse(list(args.files))
+        dg = analyse(list(args.files), getattr(args, "max_bytes", None) or MAX_INPUT_BYTES, notes)
     except InputError as exc:
         print(str(exc), file=sys.stderr)
         return 2
+    except MemoryError:  # under a memory limit: one line, never a traceback
+        print("sparktui diagnose: out of memory (try fewer or smaller inputs, or --max-bytes)", file=sys.stderr)
+        return 2
+    for note in notes:
+        print(note, file=sys.stderr)
     has_error = any(f.severity == "error" for f in dg.findings)
     try:
         if getattr(args, "json", False):

@@ -16,6 +16,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..units import human_bytes
+
 _NAME = re.compile(r"^(\d{8}-\d{6})-(.+?)$")
 
 
@@ -83,14 +85,6 @@ def list_sessions(root: Path) -> list[SessionRow]:
     return rows
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
-
-
 def _duration(s: float | None) -> str:
     if s is None:
         return "?"
@@ -109,7 +103,7 @@ def render(rows: list[SessionRow], root: Path) -> str:
     table = [head]
     for r in rows:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started)) if r.started else "?"
-        table.append((r.name, started, r.cluster or "?", r.kind or "?", _duration(r.duration_s), _size(r.size_bytes),
+        table.append((r.name, started, r.cluster or "?", r.kind or "?", _duration(r.duration_s), human_bytes(r.size_bytes),
                       "unreadable" if r.error else str(r.findings)))
     widths = [max(len(safe(str(row[i]))) for row in table) for i in range(len(head))]
     lines = ["  ".join(safe(str(c)).ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
