@@ -20,6 +20,8 @@ from ..logs.sanitize import clean_line
 from ..model import Finding, Milestone
 from . import lineprefix
 from .catalogue import Catalogue, Entry, default_catalogue
+from .end_phase import default_end_phases
+from .exc_shapes import default_shapes, parse as parse_exception
 from .milestones import MilestoneTracker, Rules, default_rules
 from .nccl_lines import parse_nccl_line, parse_watchdog_line
 from .nccl_ranks import RankTracker
@@ -122,6 +124,7 @@ class SourceScanner:
         self.finished = False
         self._lits = self.c.literals  # shrinks when one-shot milestones are reached
         self._lits_gen = 0
+        self._bare_exc: tuple[int, str, str] | None = None  # last exception line outside a traceback
 
     # ------------------------------------------------------------------ input
     def feed(self, lines: list[str] | list[bytes], first_lineno: int | None = None) -> list[Finding | Milestone]:
@@ -261,6 +264,8 @@ class SourceScanner:
         entry = self._match(line, hits)
         if entry is not None:
             self._raise(entry, lineno, [line], out)
+        elif ("rror" in body or "Exception" in body) and parse_exception(body) is not None:
+            self._bare_exc = (lineno, line, body)  # its traceback header may have been cut off
         if "NCCL" in line:
             p = parse_nccl_line(line)
             if p is not None:
@@ -373,11 +378,35 @@ class SourceScanner:
         fresh = [e for e in matches if (e.id, "") not in self._raised]
         pool = fresh or matches
         entry: Entry | None = max(pool, key=lambda e: e.priority) if pool else None
+        shape = self._shape_of(tb)
         if entry is None:
-            if tb.exception_line is None:
+            if shape is not None:
+                entry = self.cat[shape]
+            elif tb.exception_line is None:
                 return  # a traceback cut off before its exception: nothing to name
-            entry = self.cat["unhandled_exception"]
+            else:
+                entry = self.cat["unhandled_exception"]
+        # the root of the chain (by its shape, or an earlier link the catalogue knows) that the
+        # chosen entry lists as a cause is raised too: ranking then puts it first
+        roots = [m for m in matches if m.id in entry.caused_by]
+        if shape is not None and shape != entry.id and (shape in entry.caused_by or entry.priority < 0):
+            roots.insert(0, self.cat[shape])
+        for r in roots:
+            self._raise(r, lineno, tb.evidence(), out)
         self._raise(entry, lineno, tb.evidence(), out, key=exc.split(":")[0][-80:])
+
+    def _shape_of(self, tb: TracebackTracker) -> str | None:
+        """The id the exception shapes give, the chain's root (first raised) tried first."""
+        shapes = default_shapes()
+        chain = [lineprefix.body(t) for t in tb.chained]
+        more = " ".join(lineprefix.body(t) for _, t in tb.exc[1:])
+        if tb.exc:
+            chain.append(lineprefix.body(tb.exc[0][1]))
+        for i, text in enumerate(chain):
+            got = shapes.classify_line(text, more if i == len(chain) - 1 else "")
+            if got is not None:
+                return got
+        return None
 
     def flush(self) -> list[Finding | Milestone]:
         """Close an open traceback (no more lines are coming soon)."""
@@ -410,13 +439,14 @@ class SourceScanner:
         self.findings.append(f)
         out.append(f)
 
-    def raise_derived(self, fid: str, lineno: int | None, evidence: list[str], title: str | None = None) -> Finding | None:
+    def raise_derived(self, fid: str, lineno: int | None, evidence: list[str], title: str | None = None,
+                      severity: str | None = None) -> Finding | None:
         out: list = []
         entry = self.cat[fid]
-        if title:
+        if title or severity:
             from dataclasses import replace
 
-            entry = replace(entry, title=title)
+            entry = replace(entry, title=title or entry.title, severity=severity or entry.severity)
         self._raise(entry, lineno, evidence, out)
         return out[0] if out else None
 
@@ -465,4 +495,31 @@ class SourceScanner:
             )
             if f:
                 out.append(f)
+        out.extend(self._end_phase(last_error, tail))
+        out.extend(self._bare_exception())
         return out
+
+    def _end_phase(self, last_error: int, tail: list[str]) -> list[Finding]:
+        """A log whose last line is inside a start-up phase (end_phases.toml) stopped there.  A
+        warning: a hand-cut excerpt ends the same way, so it is a suspicion, not a proven fault."""
+        got = default_end_phases().ends_in(list(self.tail))
+        if got is None or got[0] <= last_error:
+            return []
+        lineno, ph = got
+        f = self.raise_derived(ph.finding, lineno, [f"the log ends during {ph.text}"] + tail,
+                               title=f"Log ends during {ph.text} (suspected hang)", severity="warning")
+        return [f] if f else []
+
+    def _bare_exception(self) -> list[Finding]:
+        """An exception line whose traceback header was cut off (or never printed), in a source
+        that raised no error otherwise: its shape names the cause."""
+        if self._bare_exc is None or any(f.severity == "error" for f in self.findings):
+            return []
+        lineno, line, body = self._bare_exc
+        if lineprefix.split(line)[0].split("|")[1:2] in (["WARNING"], ["INFO"], ["DEBUG"]):
+            return []  # logged as a warning: something was handled
+        fid = default_shapes().classify_line(body)
+        if fid is None:
+            return []
+        f = self.raise_derived(fid, lineno, [line])
+        return [f] if f else []
