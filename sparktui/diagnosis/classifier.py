@@ -45,7 +45,9 @@ _NCCL_LITERALS = (
 # needles skip less) and the umbrella is rare in healthy vLLM/NCCL/Ray output: e.g. "onnect"
 # covers "Connection refused", "connect to ", "Connected all rings".
 _UMBRELLAS = ("onnect", " GCS", "mory", "rror", "fail", "KV cache", "ddress", "enqueued", " wei", "available",
-              "Init ", "Ray ", "ibv_", "which is of c", "died", "out after", "ailed", "ncclInvalid")
+              "Init ", "Ray ", "ibv_", "which is of c", "died", "out after", "ailed", "ncclInvalid",
+              # issue 12's entries: each of these stands for three or more of their literals
+              "xit", "rchitecture", "nterface", "upport", "atchdog", "dead", "driver", "alloc")
 
 
 # Literals of lines that can flood (SUBSYS=COLL logs every collective, tqdm redraws progress)
