@@ -47,7 +47,7 @@ _NCCL_LITERALS = (
 _UMBRELLAS = ("onnect", " GCS", "mory", "rror", "fail", "KV cache", "ddress", "enqueued", " wei", "available",
               "Init ", "Ray ", "ibv_", "which is of c", "died", "out after", "ailed", "ncclInvalid",
               # issue 12's entries: each of these stands for three or more of their literals
-              "xit", "rchitecture", "nterface", "upport", "atchdog", "dead", "driver", "alloc")
+              "xit", "rchitecture", "nterface", "atchdog", "dead", "driver", "alloc")
 
 
 # Literals of lines that can flood (SUBSYS=COLL logs every collective, tqdm redraws progress)
