@@ -404,8 +404,10 @@ class SourceScanner:
         more = " ".join(lineprefix.body(t) for _, t in tb.exc[1:])
         if tb.exc:
             chain.append(lineprefix.body(tb.exc[0][1]))
+        last = len(chain) - 1
         for i, text in enumerate(chain):
-            got = shapes.classify_line(text, more if i == len(chain) - 1 else "")
+            # only the final exception's raising frame is known (the tracker keeps the last one)
+            got = shapes.classify_line(text, more if i == last else "", tb.last_file[0] if i == last else "")
             if got is not None:
                 return got
         return None

@@ -40,9 +40,12 @@ class Shape:
     id: str
     classes: tuple[re.Pattern[str], ...]  # any of them searched in the qualified class; none = any class
     messages: tuple[re.Pattern[str], ...]  # any of them searched in the message; none = any message
+    frames: tuple[re.Pattern[str], ...] = ()  # any of them searched in the raising frame's "File" line
 
-    def matches(self, cls: str, msg: str) -> bool:
+    def matches(self, cls: str, msg: str, frame: str = "") -> bool:
         if self.classes and not any(rx.search(cls) for rx in self.classes):
+            return False
+        if self.frames and not any(rx.search(frame) for rx in self.frames):
             return False
         return not self.messages or any(rx.search(msg) for rx in self.messages)
 
@@ -55,25 +58,26 @@ class ShapeError(ValueError):
 class Shapes:
     rules: tuple[Shape, ...]
 
-    def classify(self, cls: str, msg: str) -> str | None:
-        """The finding id for one exception (class, message), or None."""
+    def classify(self, cls: str, msg: str, frame: str = "") -> str | None:
+        """The finding id for one exception (class, message, raising frame), or None."""
         # a wrapper whose message starts with the wrapped exception ("InductorError: RuntimeError:
         # ...", "Worker failed with error 'ImportError: ...'") is judged as the wrapped one too
         inner = parse(msg)
         for rule in self.rules:
-            if rule.matches(cls, msg) or (inner is not None and rule.matches(*inner)):
+            if rule.matches(cls, msg, frame) or (inner is not None and rule.matches(*inner, frame)):
                 return rule.id
         return None
 
-    def classify_line(self, text: str, more: str = "") -> str | None:
-        """The finding id for an exception line (prefix removed); ``more``: continuation lines."""
+    def classify_line(self, text: str, more: str = "", frame: str = "") -> str | None:
+        """The finding id for an exception line (prefix removed); ``more``: continuation lines;
+        ``frame``: the ``File "...", line N, in f`` line of the frame that raised it."""
         got = parse(text)
         if got is None:
             return None
         cls, msg = got
         if more:
             msg = f"{msg} {more}"[:MAX_MSG]
-        return self.classify(cls, msg)
+        return self.classify(cls, msg, frame)
 
 
 def parse_shapes(text: str, path: str, known_ids: set[str] | None = None) -> Shapes:
@@ -90,11 +94,12 @@ def parse_shapes(text: str, path: str, known_ids: set[str] | None = None) -> Sha
         try:
             classes = tuple(re.compile(p) for p in raw.get("exception", []))
             messages = tuple(re.compile(p) for p in raw.get("message", []))
+            frames = tuple(re.compile(p) for p in raw.get("frame", []))
         except re.error as exc:
             raise ShapeError(f"{path}: shape #{i + 1} ({fid}): bad regex: {exc}") from None
-        if not classes and not messages:
+        if not classes and not messages and not frames:
             raise ShapeError(f"{path}: shape #{i + 1} ({fid}): needs an exception or a message pattern")
-        rules.append(Shape(fid, classes, messages))
+        rules.append(Shape(fid, classes, messages, frames))
         examples.extend((i, fid, ex) for ex in raw.get("examples", []))
     shapes = Shapes(tuple(rules))
     for i, fid, ex in examples:  # an example must come out as its own id through the whole table
