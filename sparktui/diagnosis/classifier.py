@@ -35,7 +35,7 @@ TAIL_LINES = 6
 _NCCL_LITERALS = (
     "NCCL version", " Init START", " Init COMPLETE", "Destroy COMPLETE", " via ", "Connected all rings",
     "Using network", "Bootstrap", "NET/IB", "opCount", "Watchdog caught", "last enqueued",
-    "Last enqueued", "ACTIVE OPS", "NCCL WARN",
+    "Last enqueued", "ACTIVE OPS",
 )
 
 
@@ -127,7 +127,6 @@ class SourceScanner:
         self._lits = self.c.literals  # shrinks when one-shot milestones are reached
         self._lits_gen = 0
         self._bare_exc: tuple[int, str, str] | None = None  # last exception line outside a traceback
-        self._nccl_warn: tuple[int, str] | None = None  # first NCCL WARN line no entry recognised
 
     # ------------------------------------------------------------------ input
     def feed(self, lines: list[str] | list[bytes], first_lineno: int | None = None) -> list[Finding | Milestone]:
@@ -269,8 +268,6 @@ class SourceScanner:
             self._raise(entry, lineno, [line], out)
         elif ("rror" in body or "Exception" in body) and parse_exception(body) is not None:
             self._bare_exc = (lineno, line, body)  # its traceback header may have been cut off
-        elif self._nccl_warn is None and "NCCL WARN" in line:
-            self._nccl_warn = (lineno, line)
         if "NCCL" in line:
             p = parse_nccl_line(line)
             if p is not None:
@@ -504,7 +501,6 @@ class SourceScanner:
                 out.append(f)
         out.extend(self._end_phase(last_error, tail))
         out.extend(self._bare_exception())
-        out.extend(self._nccl_warn_module())
         return out
 
     def _cause_named(self) -> bool:
@@ -512,18 +508,6 @@ class SourceScanner:
         cat = self.cat.entries
         return any(f.severity == "error" and f.id in cat and not (cat[f.id].consequence or f.id == "unhandled_exception")
                    for f in self.findings)
-
-    def _nccl_warn_module(self) -> list[Finding]:
-        """The first NCCL WARN no entry recognised, named by the NCCL source file that printed it
-        (exc_shapes.toml [[nccl_module]]), when nothing else named a cause."""
-        if self._nccl_warn is None or self._cause_named():
-            return []
-        lineno, line = self._nccl_warn
-        fid = default_shapes().classify_nccl_warn(line)
-        if fid is None:
-            return []
-        f = self.raise_derived(fid, lineno, [line])
-        return [f] if f else []
 
     def _end_phase(self, last_error: int, tail: list[str]) -> list[Finding]:
         """A log whose last line is inside a start-up phase (end_phases.toml) stopped there.  A

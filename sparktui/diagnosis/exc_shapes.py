@@ -69,32 +69,9 @@ class ShapeError(ValueError):
     """exc_shapes.toml is unusable; the message names the file, the rule and the problem."""
 
 
-_NCCL_WARN = re.compile(r"\s(?P<file>[\w./-]+\.(?:cc|cu|h|c)):\d+ NCCL WARN (?P<text>.*)")
-
-
-@dataclass(frozen=True)
-class NcclModule:
-    module: re.Pattern[str]
-    id: str
-    exclude: re.Pattern[str] | None
-
-
 @dataclass(frozen=True)
 class Shapes:
     rules: tuple[Shape, ...]
-    nccl_modules: tuple[NcclModule, ...] = ()
-
-    def classify_nccl_warn(self, line: str) -> str | None:
-        """The finding id for an NCCL WARN line by the NCCL source file that printed it, or None."""
-        m = _NCCL_WARN.search(line[:MAX_MSG])
-        if m is None:
-            return None
-        for nm in self.nccl_modules:
-            if nm.module.search(m.group("file")):
-                if nm.exclude is not None and nm.exclude.search(m.group("text")):
-                    return None
-                return nm.id
-        return None
 
     def classify(self, cls: str, msg: str, frame: str = "") -> str | None:
         """The finding id for one exception (class, message, raising frame), or None."""
@@ -139,17 +116,7 @@ def parse_shapes(text: str, path: str, known_ids: set[str] | None = None) -> Sha
             raise ShapeError(f"{path}: shape #{i + 1} ({fid}): needs an exception or a message pattern")
         rules.append(Shape(fid, classes, messages, frames))
         examples.extend((i, fid, ex) for ex in raw.get("examples", []))
-    mods = []
-    for raw in data.get("nccl_module", []):
-        fid = raw.get("id")
-        if not isinstance(fid, str) or (known_ids is not None and fid not in known_ids):
-            raise ShapeError(f"{path}: nccl_module {raw.get('module')!r}: id {fid!r} is not a catalogue id")
-        try:
-            mods.append(NcclModule(re.compile(raw["module"]), fid,
-                                   re.compile(raw["except"]) if raw.get("except") else None))
-        except (KeyError, re.error) as exc:
-            raise ShapeError(f"{path}: nccl_module {raw.get('module')!r}: {exc}") from None
-    shapes = Shapes(tuple(rules), tuple(mods))
+    shapes = Shapes(tuple(rules))
     for i, fid, ex in examples:  # an example must come out as its own id through the whole table
         got = shapes.classify_line(ex)
         if got != fid:

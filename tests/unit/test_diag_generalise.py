@@ -98,23 +98,6 @@ def test_launcher_prefixes_do_not_hide_the_exception():
     assert parse("Note: RuntimeError is raised") is None
 
 
-@pytest.mark.parametrize("line, fid", [
-    # real NCCL WARN lines (held-in corpus): the NCCL source file says which part failed
-    ("kolyoz2:25146:25854 [0] ib_plugin.c:1105 NCCL WARN NET/IB : Got completion from peer 10.0.35.1<49189> "
-     "with error 4, opcode 5327, len 5327, vendor err 81 (Send)", "nccl_ib_error"),
-    ("g148:14937:69361 [0] misc/shmutils.cc:93 NCCL WARN Call to open failed: No such file or directory",
-     "nccl_shm_error"),
-    ("node2:242431:242475 [1] transport/nvls.cc:158 NCCL WARN Cuda failure 1 'invalid argument'",
-     "nvls_multicast_failed"),
-    ("ng30903:3063025:3066048 [0] proxy.cc:1143 NCCL WARN Socket recv failed while polling for opId=0x55a51966cc80",
-     "nccl_network_error"),
-    # a healthy log's benign WARN (no libibverbs: NCCL goes on with sockets)
-    ("v100-gpu-1:14926:14926 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]", None),
-])
-def test_nccl_warn_named_by_its_source_module(line, fid):
-    assert default_shapes().classify_nccl_warn(line) == fid
-
-
 def test_traceback_cut_before_its_header_still_names_the_cause():
     # a/spark_vllm_31740: the bare exception line survived, its "Traceback" header did not
     assert named(held_in("a/spark_vllm_31740_flashinfer_no_arch"))[0] == "broken_install"
