@@ -43,11 +43,12 @@ _NCCL_LITERALS = (
 # for the longer ones that contain them (a superset filter: the regexes decide).  Kept only where
 # one umbrella pass costs less than the passes it replaces (measured on the 7 MB flood log; short
 # needles skip less) and the umbrella is rare in healthy vLLM/NCCL/Ray output: e.g. "onnect"
-# covers "Connection refused", "connect to ", "Connected all rings".
-_UMBRELLAS = ("onnect", " GCS", "mory", "rror", "fail", "KV cache", "ddress", "enqueued", " wei", "available",
+# covers "Connection refused", "connect to ", "Connected all rings".  Not "KV cache": every vLLM stats
+# line ("GPU KV cache usage: ...") holds it, which sent each one down the slow per-line path.
+_UMBRELLAS = ("onnect", " GCS", "mory", "rror", "fail", "ddress", "enqueued", " wei", "available",
               "Init ", "Ray ", "ibv_", "which is of c", "died", "out after", "ailed", "ncclInvalid",
               # issue 12's entries: each of these stands for three or more of their literals
-              "xit", "rchitecture", "nterface", "atchdog", "dead", "driver", "alloc")
+              "xit", "rchitecture", "nterface", "dead", "driver", "alloc")
 
 
 # Literals of lines that can flood (SUBSYS=COLL logs every collective, tqdm redraws progress)
