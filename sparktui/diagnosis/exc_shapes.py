@@ -22,6 +22,7 @@ SHAPES_PATH = Path(__file__).with_name("exc_shapes.toml")
 _EXC_LINE = re.compile(
     r"^\s*(?P<cls>(?:[A-Za-z_]\w*\.){0,8}"
     r"(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Timeout|Died|Dead)|KeyboardInterrupt|StopIteration))"
+    r"(?:\((?P<inner>[A-Za-z_][\w.]{0,80})\))?"  # Ray's RayTaskError(OutOfMemoryError): the cause's class
     r"(?::\s?(?P<msg>.*)|\s*)$"
 )
 MAX_MSG = 2000  # characters of a message that are matched (bounded work)
@@ -47,7 +48,10 @@ def parse(text: str) -> tuple[str, str] | None:
         m = _EXC_LINE.match(text[p.end():])
         if m is None:
             return None
-    return m.group("cls"), (m.group("msg") or "").strip()
+    msg = (m.group("msg") or "").strip()
+    if m.group("inner"):  # judged as the wrapped class (the wrapper only says where it ran)
+        return m.group("inner"), msg
+    return m.group("cls"), msg
 
 
 @dataclass(frozen=True)
