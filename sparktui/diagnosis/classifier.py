@@ -127,7 +127,7 @@ class SourceScanner:
         self.finished = False
         self._lits = self.c.literals  # shrinks when one-shot milestones are reached
         self._lits_gen = 0
-        self._bare_exc: tuple[int, str, str] | None = None  # last exception line outside a traceback
+        self._bare_exc: tuple[int, str, str, str] | None = None  # last exception line outside a traceback
 
     # ------------------------------------------------------------------ input
     def feed(self, lines: list[str] | list[bytes], first_lineno: int | None = None) -> list[Finding | Milestone]:
@@ -268,7 +268,10 @@ class SourceScanner:
         if entry is not None:
             self._raise(entry, lineno, [line], out)
         elif ("rror" in body or "Exception" in body) and parse_exception(body) is not None:
-            self._bare_exc = (lineno, line, body)  # its traceback header may have been cut off
+            # its traceback header may have been cut off; the message may go on for a few lines
+            more = " ".join(lineprefix.body(lineprefix.clean(x[:MAX_LINE])).strip()
+                            for x in lines[idx + 1:idx + 4]) if lines is not None else ""
+            self._bare_exc = (lineno, line, body, more)
         if "NCCL" in line:
             p = parse_nccl_line(line)
             if p is not None:
@@ -528,10 +531,10 @@ class SourceScanner:
             return []
         if self._cause_named():
             return []  # a cause is named already; only consequences (an engine that died) leave room
-        lineno, line, body = self._bare_exc
+        lineno, line, body, more = self._bare_exc
         if lineprefix.split(line)[0].split("|")[1:2] in (["WARNING"], ["INFO"], ["DEBUG"]):
             return []  # logged as a warning: something was handled
-        fid = default_shapes().classify_line(body)
+        fid = default_shapes().classify_line(body, more)
         if fid is None:
             return []
         f = self.raise_derived(fid, lineno, [line])
