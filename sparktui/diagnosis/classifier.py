@@ -516,7 +516,13 @@ class SourceScanner:
     def _end_phase(self, last_error: int, tail: list[str]) -> list[Finding]:
         """A log whose last line is inside a start-up phase (end_phases.toml) stopped there.  A
         warning: a hand-cut excerpt ends the same way, so it is a suspicion, not a proven fault."""
-        got = default_end_phases().ends_in(list(self.tail))
+        eps = default_end_phases()
+        ended = eps.last_line(list(self.tail))
+        if ended is not None and ended[0] > last_error:  # the last line says how it ended
+            text = next(t for n, t in self.tail if n == ended[0])
+            f = self.raise_derived(ended[1], ended[0], [f"the log's last line: {text.strip()}"] + tail)
+            return [f] if f else []
+        got = eps.ends_in(list(self.tail))
         if got is None or got[0] <= last_error:
             return []
         lineno, ph = got

@@ -30,6 +30,16 @@ class EndPhase:
 class EndPhases:
     done: tuple[re.Pattern[str], ...]
     phases: tuple[EndPhase, ...]
+    last_lines: tuple[tuple[re.Pattern[str], str], ...] = ()
+
+    def last_line(self, tail: list[tuple[int, str]]) -> tuple[int, str] | None:
+        """(line number, finding id) when the last non-blank line says how the process ended."""
+        for lineno, text in reversed(tail):
+            body = lineprefix.body(lineprefix.clean(text))[:2000].strip()
+            if not body:
+                continue
+            return next(((lineno, fid) for rx, fid in self.last_lines if rx.search(body)), None)
+        return None
 
     def of_line(self, line: str) -> EndPhase | None:
         """The phase a (raw) log line belongs to, or None (a finished run, or no phase known)."""
@@ -60,7 +70,16 @@ def parse_end_phases(text: str, path: str, known_ids: set[str] | None = None) ->
         if known_ids is not None and fid not in known_ids:
             raise ValueError(f"{path}: phase {raw.get('id')!r}: finding {fid!r} is not a catalogue id")
         phases.append(EndPhase(raw["id"], fid, raw["text"], tuple(re.compile(p) for p in raw["markers"])))
-    ep = EndPhases(done, tuple(phases))
+    last = []
+    for raw in data.get("last_line", []):
+        if known_ids is not None and raw["id"] not in known_ids:
+            raise ValueError(f"{path}: last_line {raw['pattern']!r}: {raw['id']!r} is not a catalogue id")
+        last.append((re.compile(raw["pattern"]), raw["id"]))
+    ep = EndPhases(done, tuple(phases), tuple(last))
+    for raw in data.get("last_line", []):
+        for ex in raw.get("examples", []):
+            if ep.last_line([(1, ex)]) != (1, raw["id"]):
+                raise ValueError(f"{path}: last_line {raw['pattern']!r}: example not recognised: {ex[:80]!r}")
     for raw in data.get("phase", []):
         for ex in raw.get("examples", []):
             got = ep.of_line(ex)

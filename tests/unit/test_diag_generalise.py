@@ -90,6 +90,32 @@ def test_exception_line_parse_and_non_exceptions():
         assert parse(text) is None, text
 
 
+def test_ray_task_error_is_judged_by_the_class_it_wraps():
+    assert parse("ray.exceptions.RayTaskError(OutOfMemoryError): ray::RayWorkerWrapper.execute_method() "
+                 "(pid=1, ip=10.0.0.2)")[0] == "OutOfMemoryError"
+
+
+def test_other_engines_wording_of_an_unsupported_architecture():
+    # SGLang's registry, and vLLM when the Transformers fallback cannot serve it either
+    assert default_shapes().classify_line("ValueError: Unsupported architectures: Foo. Supported list: [1]") \
+        == "unsupported_architecture"
+    assert default_shapes().classify_line(
+        "ValueError: FooForCausalLM has no vLLM implementation and the Transformers implementation is not "
+        "compatible with vLLM.") == "unsupported_architecture"
+
+
+def test_a_bare_exception_message_that_goes_on_over_lines():
+    # a/spark_sparkrun_220: DeepGEMM's include for sm121 is missing from the image (GB10)
+    assert named(held_in("a/spark_sparkrun_220_deepgemm_sm121_missing"))[0] == "broken_install"
+
+
+def test_last_line_killed_is_a_kill():
+    lines = ["INFO 03-27 10:01:00 [gpu_model_runner.py:2602] Starting to load model /models/qwen35...",
+             "./run.sh: line 12: 48211 Killed                  python3 -m vllm.entrypoints.openai.api_server"]
+    fs = diagnose_lines(lines)
+    assert fs and fs[0].id == "host_oom_killed" and fs[0].severity == "error"
+
+
 def test_launcher_prefixes_do_not_hide_the_exception():
     # mpirun, srun/torchrun, pdsh and FastChat put their own prefix in front of every line
     assert parse("[1,0]<stderr>:RuntimeError: NCCL error") == ("RuntimeError", "NCCL error")
