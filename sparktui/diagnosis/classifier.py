@@ -510,8 +510,8 @@ class SourceScanner:
     def _cause_named(self) -> bool:
         """An error finding that names a cause (not merely a consequence such as a dead engine)."""
         cat = self.cat.entries
-        return any(f.severity == "error" and f.id in cat and not (cat[f.id].consequence or f.id == "unhandled_exception")
-                   for f in self.findings)
+        return any(f.severity == "error" and f.id in cat
+                   and not (cat[f.id].consequence or f.id == "unhandled_exception") for f in self.findings)
 
     def _end_phase(self, last_error: int, tail: list[str]) -> list[Finding]:
         """A log whose last line is inside a start-up phase (end_phases.toml) stopped there.  A

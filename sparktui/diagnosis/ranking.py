@@ -32,7 +32,8 @@ def causes(findings: list[Finding], catalogue: Catalogue) -> dict[int, list[int]
                 continue
             ce = ents.get(c.id)
             # a finding that names f as what it follows from is never f's cause
-            root = ce is not None and not ce.consequence and c.id not in GENERIC_IDS and f.id not in ce.consequence_of
+            root = (ce is not None and not ce.consequence and c.id not in GENERIC_IDS
+                    and f.id not in ce.consequence_of)
             if entry.consequence and root and c.source == f.source and c.severity == "error" \
                     and (c.line or 0) <= (f.line or 0):
                 pass  # an earlier error of its own source
