@@ -268,10 +268,15 @@ class SourceScanner:
         if entry is not None:
             self._raise(entry, lineno, [line], out)
         elif ("rror" in body or "Exception" in body) and parse_exception(body) is not None:
-            # its traceback header may have been cut off; the message may go on for a few lines
-            more = " ".join(lineprefix.body(lineprefix.clean(x[:MAX_LINE])).strip()
-                            for x in lines[idx + 1:idx + 4]) if lines is not None else ""
-            self._bare_exc = (lineno, line, body, more)
+            # its traceback header may have been cut off; the message may go on for a few lines (up
+            # to a blank line, as in a traceback)
+            more: list[str] = []
+            for x in (lines[idx + 1:idx + 4] if lines is not None else ()):
+                b = lineprefix.body(lineprefix.clean(x[:MAX_LINE])).strip()
+                if not b or b.startswith((TB_START, "The above exception", "During handling")):
+                    break
+                more.append(b)
+            self._bare_exc = (lineno, line, body, " ".join(more))
         if "NCCL" in line:
             p = parse_nccl_line(line)
             if p is not None:

@@ -109,6 +109,12 @@ def test_a_bare_exception_message_that_goes_on_over_lines():
     assert named(held_in("a/spark_sparkrun_220_deepgemm_sm121_missing"))[0] == "broken_install"
 
 
+def test_bare_root_of_a_chain_whose_last_traceback_was_cut():
+    # a/spark_sparkvllmdocker_348: "TimeoutError" (the workers' broadcast), then "The above exception
+    # was the direct cause ...", then a traceback cut before its exception line
+    assert named(held_in("a/spark_sparkvllmdocker_348_shm_dequeue_timeout"))[0] == "rpc_timeout"
+
+
 def test_last_line_killed_is_a_kill():
     lines = ["INFO 03-27 10:01:00 [gpu_model_runner.py:2602] Starting to load model /models/qwen35...",
              "./run.sh: line 12: 48211 Killed                  python3 -m vllm.entrypoints.openai.api_server"]
