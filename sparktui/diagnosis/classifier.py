@@ -419,6 +419,8 @@ class SourceScanner:
             got = shapes.classify_line(text, more if i == last else "", tb.last_file[0] if i == last else "")
             if got is not None:
                 return got
+        if not tb.exc:  # cut off before its exception: the frame that was raising may still say
+            return shapes.classify_frame(tb.last_file[0])
         return None
 
     def flush(self) -> list[Finding | Milestone]:
@@ -510,7 +512,21 @@ class SourceScanner:
                 out.append(f)
         out.extend(self._end_phase(last_error, tail))
         out.extend(self._bare_exception())
+        out.extend(self._cut_frames())
         return out
+
+    def _cut_frames(self) -> list[Finding]:
+        """A log that ends inside traceback frames whose header and exception were both cut off:
+        the last frame's function may still say what it was raising (exc_shapes.toml frames)."""
+        if self._tb is not None or self._cause_named():
+            return []
+        for lineno, text in reversed(self.tail):
+            body = lineprefix.body(lineprefix.clean(text)).strip()
+            if body.startswith("File \"") and ", line " in body:
+                fid = default_shapes().classify_frame(body)
+                f = self.raise_derived(fid, lineno, [text.strip()]) if fid else None
+                return [f] if f else []
+        return []
 
     def _cause_named(self) -> bool:
         """An error finding that names a cause (not merely a consequence such as a dead engine)."""

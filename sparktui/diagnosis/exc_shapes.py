@@ -87,6 +87,15 @@ class Shapes:
                 return rule.id
         return None
 
+    def classify_frame(self, frame: str) -> str | None:
+        """The id named by the raising frame alone (a traceback cut before its exception line)."""
+        if not frame:
+            return None
+        for rule in self.rules:
+            if rule.frames and not rule.classes and not rule.messages and rule.matches("", "", frame):
+                return rule.id
+        return None
+
     def classify_line(self, text: str, more: str = "", frame: str = "") -> str | None:
         """The finding id for an exception line (prefix removed); ``more``: continuation lines;
         ``frame``: the ``File "...", line N, in f`` line of the frame that raised it."""

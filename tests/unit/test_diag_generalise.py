@@ -115,6 +115,12 @@ def test_bare_root_of_a_chain_whose_last_traceback_was_cut():
     assert named(held_in("a/spark_sparkvllmdocker_348_shm_dequeue_timeout"))[0] == "rpc_timeout"
 
 
+def test_frames_cut_before_the_exception_name_it_by_the_raising_function():
+    # a/vllm_ipexllm_13287: neither the "Traceback" header nor the ValueError survived, the last
+    # frame is vLLM's registry raising for an unsupported architecture
+    assert named(held_in("a/vllm_ipexllm_13287_glm41v_unsupported"))[0] == "unsupported_architecture"
+
+
 def test_last_line_killed_is_a_kill():
     lines = ["INFO 03-27 10:01:00 [gpu_model_runner.py:2602] Starting to load model /models/qwen35...",
              "./run.sh: line 12: 48211 Killed                  python3 -m vllm.entrypoints.openai.api_server"]
