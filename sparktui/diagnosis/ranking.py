@@ -17,6 +17,9 @@ from ..model import SEVERITY_RANK, Finding
 from .catalogue import Catalogue
 
 GENERIC_IDS = frozenset({"unhandled_exception"})
+# a cause printed this few lines AFTER its consequence still counts: a C++ library's stderr (NCCL's
+# WARN) and Python's stdout (the traceback) interleave out of order
+INTERLEAVE = 30
 
 
 def causes(findings: list[Finding], catalogue: Catalogue) -> dict[int, list[int]]:
@@ -38,7 +41,9 @@ def causes(findings: list[Finding], catalogue: Catalogue) -> dict[int, list[int]
                     and (c.line or 0) <= (f.line or 0):
                 pass  # an earlier error of its own source
             elif c.id in entry.caused_by:
-                if c.source == f.source and (c.line or 0) > (f.line or 0) and not (entry.consequence and root):
+                after = (c.line or 0) - (f.line or 0)
+                interleaved = root and (entry.consequence or after <= INTERLEAVE)
+                if c.source == f.source and after > 0 and not interleaved:
                     continue  # it came after: a consequence of the same event, not its cause
             elif c.id in entry.consequence_of:
                 if c.source != f.source or (c.line or 0) >= (f.line or 0):
