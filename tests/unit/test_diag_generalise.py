@@ -222,6 +222,16 @@ def test_comm_init_failure_ranks_below_the_cause_printed_after_it(case, root):
     assert ids[0] == root and "nccl_comm_init_failed" in ids, ids
 
 
+@pytest.mark.parametrize("gap, first", [(2, "broken_install"), (200, "cuda_error")])
+def test_a_cause_printed_just_after_still_ranks_first(gap, first):
+    from sparktui.diagnosis.ranking import rank_findings
+    from sparktui.model import Finding
+
+    fs = [Finding("cuda_error", "error", "t", source="s", line=10),
+          Finding("broken_install", "error", "t", source="s", line=10 + gap)]
+    assert rank_findings(fs, default_catalogue())[0].id == first
+
+
 def test_consequence_entries_are_marked_in_the_catalogue():
     cat = default_catalogue()
     for fid in ("engine_dead", "ray_worker_missing", "worker_died", "rpc_timeout", "nccl_watchdog_timeout"):
