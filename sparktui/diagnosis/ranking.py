@@ -6,8 +6,8 @@ is trusted); or when A's id is in B's ``consequence_of`` and A is earlier in the
 that explains an error is listed before that error.
 
 B marked ``consequence`` (the engine died, a worker died, the group was aborted: what any failure
-looks like from outside) has more causes: every error of the same source before it that is not a
-consequence itself, and its ``caused_by`` ids in the same source in either order (a C++ WARN on
+looks like from outside) has more causes: every error that is not a consequence itself, of the same
+source before it or of another source (another rank or node), and its ``caused_by`` ids in the same source in either order (a C++ WARN on
 stderr and a Python traceback on stdout interleave out of order).  For any B, a cause printed at
 most ``INTERLEAVE`` lines after it in the same source counts for the same reason.
 """
@@ -38,9 +38,9 @@ def causes(findings: list[Finding], catalogue: Catalogue) -> dict[int, list[int]
             # a finding that names f as what it follows from is never f's cause
             root = (ce is not None and not ce.consequence and c.id not in GENERIC_IDS
                     and f.id not in ce.consequence_of)
-            if entry.consequence and root and c.source == f.source and c.severity == "error" \
-                    and (c.line or 0) <= (f.line or 0):
-                pass  # an earlier error of its own source
+            if entry.consequence and root and c.severity == "error" \
+                    and (c.source != f.source or (c.line or 0) <= (f.line or 0)):
+                pass  # an earlier error of its own source, or an error of another rank/node
             elif c.id in entry.caused_by:
                 after = (c.line or 0) - (f.line or 0)
                 interleaved = root and (entry.consequence or after <= INTERLEAVE)
