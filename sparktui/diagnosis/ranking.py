@@ -7,9 +7,10 @@ that explains an error is listed before that error.
 
 B marked ``consequence`` (the engine died, a worker died, the group was aborted: what any failure
 looks like from outside) has more causes: every error that is not a consequence itself, of the same
-source before it or of another source (another rank or node), and its ``caused_by`` ids in the same source in either order (a C++ WARN on
-stderr and a Python traceback on stdout interleave out of order).  For any B, a cause printed at
-most ``INTERLEAVE`` lines after it in the same source counts for the same reason.
+source before it or of another source (another rank or node), and its ``caused_by`` ids in the
+same source in either order (a C++ WARN on stderr and a Python traceback on stdout interleave out
+of order).  For any B, a cause printed at most ``INTERLEAVE`` lines after it in the same source
+counts for the same reason.
 """
 
 from __future__ import annotations
