@@ -37,9 +37,18 @@ _LAUNCHER_PREFIX = re.compile(
 )
 
 
+# a C++ exception's message after "terminate called after throwing an instance of 'c10::Error'"
+_WHAT = re.compile(r"^\s*what\(\):\s+(?P<msg>.*)$")
+# an exception quoted inside another's message: vLLM's "Worker failed with error 'ImportError: ...'"
+_QUOTED = re.compile(r"'(?P<cls>(?:[A-Za-z_]\w*\.){0,8}[A-Z]\w*(?:Error|Exception)): ?(?P<msg>[^']*)")
+
+
 def parse(text: str) -> tuple[str, str] | None:
     """(qualified class, message) of an exception line (its log prefix already removed), or None."""
     text = text[:MAX_MSG]
+    w = _WHAT.match(text)
+    if w is not None:
+        return "what()", w.group("msg").strip()
     m = _EXC_LINE.match(text)
     if m is None:
         p = _LAUNCHER_PREFIX.match(text)
@@ -82,6 +91,9 @@ class Shapes:
         # a wrapper whose message starts with the wrapped exception ("InductorError: RuntimeError:
         # ...", "Worker failed with error 'ImportError: ...'") is judged as the wrapped one too
         inner = parse(msg)
+        if inner is None:
+            q = _QUOTED.search(msg)
+            inner = (q.group("cls"), q.group("msg")) if q else None
         for rule in self.rules:
             if rule.matches(cls, msg, frame) or (inner is not None and rule.matches(*inner, frame)):
                 return rule.id

@@ -95,6 +95,14 @@ def test_ray_task_error_is_judged_by_the_class_it_wraps():
                  "(pid=1, ip=10.0.0.2)")[0] == "OutOfMemoryError"
 
 
+def test_exception_quoted_inside_another_and_cpp_what():
+    # vLLM V1's engine repeats a worker's exception inside its own; torch's C++ exceptions end in what()
+    assert default_shapes().classify_line(
+        "RuntimeError: Worker failed with error 'ImportError: libcudart.so.12: cannot open shared object file', "
+        "please check the stack trace above for the root cause") == "broken_install"
+    assert default_shapes().classify_line("  what():  CUDA error: out of memory") == "cuda_oom"
+
+
 def test_other_engines_wording_of_an_unsupported_architecture():
     # SGLang's registry, and vLLM when the Transformers fallback cannot serve it either
     assert default_shapes().classify_line("ValueError: Unsupported architectures: Foo. Supported list: [1]") \
