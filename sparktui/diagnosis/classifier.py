@@ -538,7 +538,7 @@ class SourceScanner:
         """A log whose last line is inside a start-up phase (end_phases.toml) stopped there.  A
         warning: a hand-cut excerpt ends the same way, so it is a suspicion, not a proven fault."""
         eps = default_end_phases()
-        ended = eps.last_line(list(self.tail))
+        ended = eps.last_line(list(self.tail), explained=self._cause_named())
         if ended is not None and ended[0] > last_error:  # the last line says how it ended
             text = next(t for n, t in self.tail if n == ended[0])
             f = self.raise_derived(ended[1], ended[0], [f"the log's last line: {text.strip()}"] + tail)

@@ -30,15 +30,17 @@ class EndPhase:
 class EndPhases:
     done: tuple[re.Pattern[str], ...]
     phases: tuple[EndPhase, ...]
-    last_lines: tuple[tuple[re.Pattern[str], str], ...] = ()
+    last_lines: tuple[tuple[re.Pattern[str], str, bool], ...] = ()  # (pattern, id, unexplained only)
 
-    def last_line(self, tail: list[tuple[int, str]]) -> tuple[int, str] | None:
-        """(line number, finding id) when the last non-blank line says how the process ended."""
+    def last_line(self, tail: list[tuple[int, str]], explained: bool = False) -> tuple[int, str] | None:
+        """(line number, finding id) when the last non-blank line says how the process ended
+        (``explained``: a cause is named already, so the entries marked unexplained stay quiet)."""
         for lineno, text in reversed(tail):
             body = lineprefix.body(lineprefix.clean(text))[:2000].strip()
             if not body:
                 continue
-            return next(((lineno, fid) for rx, fid in self.last_lines if rx.search(body)), None)
+            return next(((lineno, fid) for rx, fid, alone in self.last_lines
+                         if rx.search(body) and not (alone and explained)), None)
         return None
 
     def of_line(self, line: str) -> EndPhase | None:
@@ -74,7 +76,7 @@ def parse_end_phases(text: str, path: str, known_ids: set[str] | None = None) ->
     for raw in data.get("last_line", []):
         if known_ids is not None and raw["id"] not in known_ids:
             raise ValueError(f"{path}: last_line {raw['pattern']!r}: {raw['id']!r} is not a catalogue id")
-        last.append((re.compile(raw["pattern"]), raw["id"]))
+        last.append((re.compile(raw["pattern"]), raw["id"], bool(raw.get("unexplained", False))))
     ep = EndPhases(done, tuple(phases), tuple(last))
     for raw in data.get("last_line", []):
         for ex in raw.get("examples", []):

@@ -136,6 +136,17 @@ def test_last_line_killed_is_a_kill():
     assert fs and fs[0].id == "host_oom_killed" and fs[0].severity == "error"
 
 
+def test_log_ending_in_nccl_unwinding_is_named_by_the_code_when_nothing_else_is():
+    # real return-code lines (held-in corpus): the code is ncclResult_t (2 system, 3 internal, 6 remote)
+    eps = default_end_phases()
+    assert eps.last_line([(1, "pytorchjob-worker-0:116:116 [3] NCCL INFO group.cc:106 -> 2")]) == \
+        (1, "nccl_comm_init_failed")
+    assert eps.last_line([(1, "H100-1:9821:9920 [1] NCCL INFO proxy.cc:858 -> 6 [Proxy Thread]")]) == \
+        (1, "nccl_network_error")
+    # the WARN before it already named the cause: the unwinding adds nothing
+    assert eps.last_line([(1, "x:1:1 [0] NCCL INFO group.cc:106 -> 2")], explained=True) is None
+
+
 def test_launcher_prefixes_do_not_hide_the_exception():
     # mpirun, srun/torchrun, pdsh and FastChat put their own prefix in front of every line
     assert parse("[1,0]<stderr>:RuntimeError: NCCL error") == ("RuntimeError", "NCCL error")
