@@ -547,7 +547,8 @@ class SourceScanner:
         if got is None or got[0] <= last_error:
             return []
         lineno, ph = got
-        f = self.raise_derived(ph.finding, lineno, [f"the log ends during {ph.text}"] + tail,
+        # the marker is the last non-blank line: the last five lines show it and what led to it
+        f = self.raise_derived(ph.finding, lineno, [f"the log ends during {ph.text}"] + tail[-5:],
                                title=f"Log ends during {ph.text} (suspected hang)", severity="warning")
         return [f] if f else []
 
