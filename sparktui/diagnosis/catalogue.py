@@ -48,6 +48,9 @@ class Entry:
     # ids of findings that, seen EARLIER in the same source, make this one expected, not a fault
     # (an engine that dies after a requested shutdown): it is then reported as info
     benign_after: tuple[str, ...] = ()
+    # what a failure looks like from outside (the engine or a worker died, the group was aborted):
+    # any other error of the same source before it is its cause (ranking.py)
+    consequence: bool = False
     priority: int = 0
     derived: bool = False  # not raised by a line pattern (raised_by "analysis" or "state")
     raised_by: str = "line"
@@ -151,7 +154,7 @@ def _entry(path: str, raw: object) -> Entry:
         raise _fail(path, fid, f"severity {raw['severity']!r} is not one of {', '.join(SEVERITIES)}")
     unknown = set(raw) - {
         "id", "severity", "title", "explanation", "advice", "patterns", "prefilter", "examples",
-        "caused_by", "consequence_of", "benign_after", "priority", "derived", "raised_by",
+        "caused_by", "consequence_of", "benign_after", "priority", "derived", "raised_by", "consequence",
     }
     if unknown:
         raise _fail(path, fid, f"unknown key(s) {', '.join(sorted(unknown))}")
@@ -193,6 +196,7 @@ def _entry(path: str, raw: object) -> Entry:
         caused_by=_strs(path, fid, raw, "caused_by"),
         consequence_of=_strs(path, fid, raw, "consequence_of"),
         benign_after=_strs(path, fid, raw, "benign_after"),
+        consequence=bool(raw.get("consequence", False)),
         priority=prio,
         derived=derived,
         raised_by=raised_by,

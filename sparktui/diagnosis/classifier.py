@@ -20,6 +20,8 @@ from ..logs.sanitize import clean_line
 from ..model import Finding, Milestone
 from . import lineprefix
 from .catalogue import Catalogue, Entry, default_catalogue
+from .end_phase import default_end_phases
+from .exc_shapes import default_shapes, parse as parse_exception
 from .milestones import MilestoneTracker, Rules, default_rules
 from .nccl_lines import parse_nccl_line, parse_watchdog_line
 from .nccl_ranks import RankTracker
@@ -41,9 +43,12 @@ _NCCL_LITERALS = (
 # for the longer ones that contain them (a superset filter: the regexes decide).  Kept only where
 # one umbrella pass costs less than the passes it replaces (measured on the 7 MB flood log; short
 # needles skip less) and the umbrella is rare in healthy vLLM/NCCL/Ray output: e.g. "onnect"
-# covers "Connection refused", "connect to ", "Connected all rings".
-_UMBRELLAS = ("onnect", " GCS", "mory", "rror", "fail", "KV cache", "ddress", "enqueued", " wei", "available",
-              "Init ", "Ray ", "ibv_", "which is of c", "died", "out after", "ailed", "ncclInvalid")
+# covers "Connection refused", "connect to ", "Connected all rings".  Not "KV cache": every vLLM stats
+# line ("GPU KV cache usage: ...") holds it, which sent each one down the slow per-line path.
+_UMBRELLAS = ("onnect", " GCS", "mory", "rror", "fail", "ddress", "enqueued", " wei", "available",
+              "Init ", "Ray ", "ibv_", "which is of c", "died", "out after", "ailed", "ncclInvalid",
+              # issue 12's entries: each of these stands for three or more of their literals
+              "xit", "rchitecture", "nterface", "dead", "driver", "alloc")
 
 
 # Literals of lines that can flood (SUBSYS=COLL logs every collective, tqdm redraws progress)
@@ -122,6 +127,7 @@ class SourceScanner:
         self.finished = False
         self._lits = self.c.literals  # shrinks when one-shot milestones are reached
         self._lits_gen = 0
+        self._bare_exc: tuple[int, str, str, str] | None = None  # last exception line outside a traceback
 
     # ------------------------------------------------------------------ input
     def feed(self, lines: list[str] | list[bytes], first_lineno: int | None = None) -> list[Finding | Milestone]:
@@ -261,6 +267,16 @@ class SourceScanner:
         entry = self._match(line, hits)
         if entry is not None:
             self._raise(entry, lineno, [line], out)
+        elif ("rror" in body or "Exception" in body or "what():" in body) and parse_exception(body) is not None:
+            # its traceback header may have been cut off; the message may go on for a few lines (up
+            # to a blank line, as in a traceback)
+            more: list[str] = []
+            for x in (lines[idx + 1:idx + 4] if lines is not None else ()):
+                b = lineprefix.body(lineprefix.clean(x[:MAX_LINE])).strip()
+                if not b or b.startswith((TB_START, "The above exception", "During handling")):
+                    break
+                more.append(b)
+            self._bare_exc = (lineno, line, body, " ".join(more))
         if "NCCL" in line:
             p = parse_nccl_line(line)
             if p is not None:
@@ -373,11 +389,39 @@ class SourceScanner:
         fresh = [e for e in matches if (e.id, "") not in self._raised]
         pool = fresh or matches
         entry: Entry | None = max(pool, key=lambda e: e.priority) if pool else None
+        shape = self._shape_of(tb)
         if entry is None:
-            if tb.exception_line is None:
+            if shape is not None:
+                entry = self.cat[shape]
+            elif tb.exception_line is None:
                 return  # a traceback cut off before its exception: nothing to name
-            entry = self.cat["unhandled_exception"]
+            else:
+                entry = self.cat["unhandled_exception"]
+        # the root of the chain (by its shape, or an earlier link the catalogue knows) that the
+        # chosen entry lists as a cause is raised too: ranking then puts it first
+        roots = [m for m in matches if m.id in entry.caused_by]
+        if shape is not None and shape != entry.id and (shape in entry.caused_by or entry.priority < 0):
+            roots.insert(0, self.cat[shape])
+        for r in roots:
+            self._raise(r, lineno, tb.evidence(), out)
         self._raise(entry, lineno, tb.evidence(), out, key=exc.split(":")[0][-80:])
+
+    def _shape_of(self, tb: TracebackTracker) -> str | None:
+        """The id the exception shapes give, the chain's root (first raised) tried first."""
+        shapes = default_shapes()
+        chain = [lineprefix.body(t) for t in tb.chained]
+        more = " ".join(lineprefix.body(t) for _, t in tb.exc[1:])
+        if tb.exc:
+            chain.append(lineprefix.body(tb.exc[0][1]))
+        last = len(chain) - 1
+        for i, text in enumerate(chain):
+            # only the final exception's raising frame is known (the tracker keeps the last one)
+            got = shapes.classify_line(text, more if i == last else "", tb.last_file[0] if i == last else "")
+            if got is not None:
+                return got
+        if not tb.exc:  # cut off before its exception: the frame that was raising may still say
+            return shapes.classify_frame(tb.last_file[0])
+        return None
 
     def flush(self) -> list[Finding | Milestone]:
         """Close an open traceback (no more lines are coming soon)."""
@@ -410,13 +454,14 @@ class SourceScanner:
         self.findings.append(f)
         out.append(f)
 
-    def raise_derived(self, fid: str, lineno: int | None, evidence: list[str], title: str | None = None) -> Finding | None:
+    def raise_derived(self, fid: str, lineno: int | None, evidence: list[str], title: str | None = None,
+                      severity: str | None = None) -> Finding | None:
         out: list = []
         entry = self.cat[fid]
-        if title:
+        if title or severity:
             from dataclasses import replace
 
-            entry = replace(entry, title=title)
+            entry = replace(entry, title=title or entry.title, severity=severity or entry.severity)
         self._raise(entry, lineno, evidence, out)
         return out[0] if out else None
 
@@ -465,4 +510,60 @@ class SourceScanner:
             )
             if f:
                 out.append(f)
+        out.extend(self._end_phase(last_error, tail))
+        out.extend(self._bare_exception())
+        out.extend(self._cut_frames())
         return out
+
+    def _cut_frames(self) -> list[Finding]:
+        """A log that ends inside traceback frames whose header and exception were both cut off:
+        the last frame's function may still say what it was raising (exc_shapes.toml frames)."""
+        if self._tb is not None or self._cause_named():
+            return []
+        for lineno, text in reversed(self.tail):
+            body = lineprefix.body(lineprefix.clean(text)).strip()
+            if body.startswith("File \"") and ", line " in body:
+                fid = default_shapes().classify_frame(body)
+                f = self.raise_derived(fid, lineno, [text.strip()]) if fid else None
+                return [f] if f else []
+        return []
+
+    def _cause_named(self) -> bool:
+        """An error finding that names a cause (not merely a consequence such as a dead engine)."""
+        cat = self.cat.entries
+        return any(f.severity == "error" and f.id in cat
+                   and not (cat[f.id].consequence or f.id == "unhandled_exception") for f in self.findings)
+
+    def _end_phase(self, last_error: int, tail: list[str]) -> list[Finding]:
+        """A log whose last line is inside a start-up phase (end_phases.toml) stopped there.  A
+        warning: a hand-cut excerpt ends the same way, so it is a suspicion, not a proven fault."""
+        eps = default_end_phases()
+        ended = eps.last_line(list(self.tail), explained=self._cause_named())
+        if ended is not None and ended[0] > last_error:  # the last line says how it ended
+            text = next(t for n, t in self.tail if n == ended[0])
+            f = self.raise_derived(ended[1], ended[0], [f"the log's last line: {text.strip()}"] + tail)
+            return [f] if f else []
+        got = eps.ends_in(list(self.tail))
+        if got is None or got[0] <= last_error:
+            return []
+        lineno, ph = got
+        # the marker is the last non-blank line: the last five lines show it and what led to it
+        f = self.raise_derived(ph.finding, lineno, [f"the log ends during {ph.text}"] + tail[-5:],
+                               title=f"Log ends during {ph.text} (suspected hang)", severity="warning")
+        return [f] if f else []
+
+    def _bare_exception(self) -> list[Finding]:
+        """An exception line whose traceback header was cut off (or never printed), in a source
+        that raised no error otherwise: its shape names the cause."""
+        if self._bare_exc is None:
+            return []
+        if self._cause_named():
+            return []  # a cause is named already; only consequences (an engine that died) leave room
+        lineno, line, body, more = self._bare_exc
+        if lineprefix.split(line)[0].split("|")[1:2] in (["WARNING"], ["INFO"], ["DEBUG"]):
+            return []  # logged as a warning: something was handled
+        fid = default_shapes().classify_line(body, more)
+        if fid is None:
+            return []
+        f = self.raise_derived(fid, lineno, [line])
+        return [f] if f else []

@@ -4,6 +4,13 @@ A finding A is a cause of finding B when A's id is in B's ``caused_by`` (catalog
 first: earlier in the same source, or in another source (ranks/nodes: order unknown, the relation
 is trusted); or when A's id is in B's ``consequence_of`` and A is earlier in the same source.  A cause inherits the severity of its worst consequence for ordering, so a warning
 that explains an error is listed before that error.
+
+B marked ``consequence`` (the engine died, a worker died, the group was aborted: what any failure
+looks like from outside) has more causes: every error that is not a consequence itself, of the same
+source before it or of another source (another rank or node), and its ``caused_by`` ids in the
+same source in either order (a C++ WARN on stderr and a Python traceback on stdout interleave out
+of order).  For any B, a cause printed at most ``INTERLEAVE`` lines after it in the same source
+counts for the same reason.
 """
 
 from __future__ import annotations
@@ -12,20 +19,33 @@ from ..model import SEVERITY_RANK, Finding
 from .catalogue import Catalogue
 
 GENERIC_IDS = frozenset({"unhandled_exception"})
+# a cause printed this few lines AFTER its consequence still counts: a C++ library's stderr (NCCL's
+# WARN) and Python's stdout (the traceback) interleave out of order
+INTERLEAVE = 30
 
 
 def causes(findings: list[Finding], catalogue: Catalogue) -> dict[int, list[int]]:
     """index of a finding -> indexes of the findings that caused it."""
     out: dict[int, list[int]] = {}
+    ents = catalogue.entries
     for j, f in enumerate(findings):
-        entry = catalogue.entries.get(f.id)
-        if entry is None or not (entry.caused_by or entry.consequence_of):
+        entry = ents.get(f.id)
+        if entry is None or not (entry.caused_by or entry.consequence_of or entry.consequence):
             continue
         for i, c in enumerate(findings):
             if i == j:
                 continue
-            if c.id in entry.caused_by:
-                if c.source == f.source and (c.line or 0) > (f.line or 0):
+            ce = ents.get(c.id)
+            # a finding that names f as what it follows from is never f's cause
+            root = (ce is not None and not ce.consequence and c.id not in GENERIC_IDS
+                    and f.id not in ce.consequence_of)
+            if entry.consequence and root and c.severity == "error" \
+                    and (c.source != f.source or (c.line or 0) <= (f.line or 0)):
+                pass  # an earlier error of its own source, or an error of another rank/node
+            elif c.id in entry.caused_by:
+                after = (c.line or 0) - (f.line or 0)
+                interleaved = root and (entry.consequence or after <= INTERLEAVE)
+                if c.source == f.source and after > 0 and not interleaved:
                     continue  # it came after: a consequence of the same event, not its cause
             elif c.id in entry.consequence_of:
                 if c.source != f.source or (c.line or 0) >= (f.line or 0):

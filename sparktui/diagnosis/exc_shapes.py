@@ -1,0 +1,156 @@
+"""Name a finding from the SHAPE of an exception (its class and message), not from copied phrases.
+
+A Python exception line reads ``pkg.module.ClassName: message``.  ``exc_shapes.toml`` maps class
+names (regexes over the qualified name) and message shapes (regexes) to catalogue ids, first match
+wins.  The classifier asks this table when a traceback closes (root cause of a chain first) and at
+end of input for a bare exception line whose traceback header was cut off.  Cold path only: a
+handful of regexes per traceback, nothing per log line.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+SHAPES_PATH = Path(__file__).with_name("exc_shapes.toml")
+
+# ``torch.distributed.DistBackendError: NCCL error ...``; the class is dotted identifiers whose last
+# part looks like an exception type (CamelCase ending in Error/Exception/... or a few bare names).
+_EXC_LINE = re.compile(
+    r"^\s*(?P<cls>(?:[A-Za-z_]\w*\.){0,8}"
+    r"(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Timeout|Died|Dead)|KeyboardInterrupt|StopIteration))"
+    r"(?:\((?P<inner>[A-Za-z_][\w.]{0,80})\))?"  # Ray's RayTaskError(OutOfMemoryError): the cause's class
+    r"(?::\s?(?P<msg>.*)|\s*)$"
+)
+MAX_MSG = 2000  # characters of a message that are matched (bounded work)
+
+
+# prefixes that launchers put in front of every line of a rank (lineprefix knows the loggers'):
+# mpirun "[1,0]<stderr>:", srun/torchrun "0: " or "[rank0]: ", pdsh "node01: ", torchx "trainer/0 [1]:",
+# FastChat "2024-01-01 10:00:00 | ERROR | stderr | "
+_LAUNCHER_PREFIX = re.compile(
+    r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\[?rank\d+\]?:|\d{1,4}: |[\w.-]{1,64}: |\S{1,64} \[\d+\]:"
+    r"|.{0,40}\| (?:ERROR|INFO|WARNING|DEBUG) \| \w+ \| )\s*"
+)
+
+
+# a C++ exception's message after "terminate called after throwing an instance of 'c10::Error'"
+_WHAT = re.compile(r"^\s*what\(\):\s+(?P<msg>.*)$")
+# an exception quoted inside another's message: vLLM's "Worker failed with error 'ImportError: ...'"
+_QUOTED = re.compile(r"'(?P<cls>(?:[A-Za-z_]\w*\.){0,8}[A-Z]\w*(?:Error|Exception)): ?(?P<msg>[^']*)")
+
+
+def parse(text: str) -> tuple[str, str] | None:
+    """(qualified class, message) of an exception line (its log prefix already removed), or None."""
+    text = text[:MAX_MSG]
+    w = _WHAT.match(text)
+    if w is not None:
+        return "what()", w.group("msg").strip()
+    m = _EXC_LINE.match(text)
+    if m is None:
+        p = _LAUNCHER_PREFIX.match(text)
+        if p is None or p.end() == 0:
+            return None
+        m = _EXC_LINE.match(text[p.end():])
+        if m is None:
+            return None
+    msg = (m.group("msg") or "").strip()
+    if m.group("inner"):  # judged as the wrapped class (the wrapper only says where it ran)
+        return m.group("inner"), msg
+    return m.group("cls"), msg
+
+
+@dataclass(frozen=True)
+class Shape:
+    id: str
+    classes: tuple[re.Pattern[str], ...]  # any of them searched in the qualified class; none = any class
+    messages: tuple[re.Pattern[str], ...]  # any of them searched in the message; none = any message
+    frames: tuple[re.Pattern[str], ...] = ()  # any of them searched in the raising frame's "File" line
+
+    def matches(self, cls: str, msg: str, frame: str = "") -> bool:
+        if self.classes and not any(rx.search(cls) for rx in self.classes):
+            return False
+        if self.frames and not any(rx.search(frame) for rx in self.frames):
+            return False
+        return not self.messages or any(rx.search(msg) for rx in self.messages)
+
+
+class ShapeError(ValueError):
+    """exc_shapes.toml is unusable; the message names the file, the rule and the problem."""
+
+
+@dataclass(frozen=True)
+class Shapes:
+    rules: tuple[Shape, ...]
+
+    def classify(self, cls: str, msg: str, frame: str = "") -> str | None:
+        """The finding id for one exception (class, message, raising frame), or None."""
+        # a wrapper whose message starts with the wrapped exception ("InductorError: RuntimeError:
+        # ...", "Worker failed with error 'ImportError: ...'") is judged as the wrapped one too
+        inner = parse(msg)
+        if inner is None:
+            q = _QUOTED.search(msg)
+            inner = (q.group("cls"), q.group("msg")) if q else None
+        for rule in self.rules:
+            if rule.matches(cls, msg, frame) or (inner is not None and rule.matches(*inner, frame)):
+                return rule.id
+        return None
+
+    def classify_frame(self, frame: str) -> str | None:
+        """The id named by the raising frame alone (a traceback cut before its exception line)."""
+        if not frame:
+            return None
+        for rule in self.rules:
+            if rule.frames and not rule.classes and not rule.messages and rule.matches("", "", frame):
+                return rule.id
+        return None
+
+    def classify_line(self, text: str, more: str = "", frame: str = "") -> str | None:
+        """The finding id for an exception line (prefix removed); ``more``: continuation lines;
+        ``frame``: the ``File "...", line N, in f`` line of the frame that raised it."""
+        got = parse(text)
+        if got is None:
+            return None
+        cls, msg = got
+        if more:
+            msg = f"{msg} {more}"[:MAX_MSG]
+        return self.classify(cls, msg, frame)
+
+
+def parse_shapes(text: str, path: str, known_ids: set[str] | None = None) -> Shapes:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ShapeError(f"{path}: not valid TOML: {exc}") from None
+    rules: list[Shape] = []
+    examples: list[tuple[int, str, str]] = []
+    for i, raw in enumerate(data.get("shape", [])):
+        fid = raw.get("id")
+        if not isinstance(fid, str) or (known_ids is not None and fid not in known_ids):
+            raise ShapeError(f"{path}: shape #{i + 1}: id {fid!r} is not a catalogue id")
+        try:
+            classes = tuple(re.compile(p) for p in raw.get("exception", []))
+            messages = tuple(re.compile(p) for p in raw.get("message", []))
+            frames = tuple(re.compile(p) for p in raw.get("frame", []))
+        except re.error as exc:
+            raise ShapeError(f"{path}: shape #{i + 1} ({fid}): bad regex: {exc}") from None
+        if not classes and not messages and not frames:
+            raise ShapeError(f"{path}: shape #{i + 1} ({fid}): needs an exception or a message pattern")
+        rules.append(Shape(fid, classes, messages, frames))
+        examples.extend((i, fid, ex) for ex in raw.get("examples", []))
+    shapes = Shapes(tuple(rules))
+    for i, fid, ex in examples:  # an example must come out as its own id through the whole table
+        got = shapes.classify_line(ex)
+        if got != fid:
+            raise ShapeError(f"{path}: shape #{i + 1} ({fid}): example gives {got}: {ex[:80]!r}")
+    return shapes
+
+
+@functools.lru_cache(maxsize=1)
+def default_shapes() -> Shapes:
+    from .catalogue import default_catalogue
+
+    return parse_shapes(SHAPES_PATH.read_text(encoding="utf-8"), str(SHAPES_PATH), set(default_catalogue().entries))
