@@ -99,6 +99,11 @@ class MainScreen(Screen[None]):
 
     # ------------------------------------------------------------------ refresh
     def refresh_state(self) -> None:
+        # an engine update can arrive between the screen's push and its children's mount (seen under
+        # load in scripts/bench ingest: NoMatches for the strip): nothing to refresh yet
+        strips = self.query(FindingsStrip)
+        if not strips:
+            return
         app = self.app
         state = app.engine.state
         now = app.clock()
@@ -107,7 +112,7 @@ class MainScreen(Screen[None]):
         for pane in self.panes:
             pane.update_from(state.nodes.get(pane.node), now, has_error=pane.node in error_nodes)
         key = self._investigate_key if self._investigate_key and app.action_allowed("investigate") else None
-        self.query_one(FindingsStrip).show(findings, key)
+        strips.first().show(findings, key)
         self._switcher()
 
     def _topbar(self) -> None:
