@@ -1,6 +1,6 @@
 """Hang rules for faults: R1 peer dead, R2/R3 init hangs (bootstrap / transport), R6 fabric.
 
-Pure functions of the gathered facts (verdict._Ctx); each notes the lines it relied on, per node.
+Pure functions of the gathered facts (rule_context.RuleContext); each notes the lines it relied on, per node.
 """
 
 from __future__ import annotations
@@ -9,65 +9,65 @@ import re
 
 from . import pyspy as pyspy_mod
 from .facts import RankFacts
-from .verdict import Verdict, _Ctx, _desync_in_logs, _who
+from .rule_context import RuleContext, Verdict, desync_in_logs, fix, rank_labels
 
 
 # --------------------------------------------------------------------------- R1
 
 
-def rule_r1(c: _Ctx) -> Verdict | None:
+def rule_r1(ctx: RuleContext) -> Verdict | None:
     dead: list[RankFacts] = []
     why: list[str] = []
     conf = 0.0
-    for nf in c.nodes:
+    for nf in ctx.nodes:
         for _, st in nf.ras:
             for m in st.dead_ranks:
-                rf = next((r for r in c.ranks if r.rank == m.rank), None)
+                rf = next((r for r in ctx.ranks if r.rank == m.rank), None)
                 if rf and rf not in dead:
                     dead.append(rf)
                 state = "considered dead" if m.considered_dead else "unresponsive"
-                c.note(nf.node, f"RAS: rank {m.rank} {state} (host {m.host or '?'}, pid {m.pid or '?'})")
+                ctx.note(nf.node, f"RAS: rank {m.rank} {state} (host {m.host or '?'}, pid {m.pid or '?'})")
                 why.append(f"RAS says {state}")
                 conf = max(conf, 0.9)
-    alive = [r for r in c.ranks if r.alive]
-    for r in c.ranks:
+    alive = [r for r in ctx.ranks if r.alive]
+    for r in ctx.ranks:
         if r.alive is False and alive and (r.has("init_complete") or r.has("init_start") or r.pid):
             if r not in dead:
                 dead.append(r)
-            c.note(r, f"process {r.pid or '?'} is gone; its log ends: {r.last_line[:160]}")
+            ctx.note(r, f"process {r.pid or '?'} is gone; its log ends: {r.last_line[:160]}")
             why.append("its process is gone")
             conf = max(conf, 0.8)
-    if not _desync_in_logs(c.ranks):
-        for r in c.ranks:
+    if not desync_in_logs(ctx.ranks):
+        for r in ctx.ranks:
             m = r.first("conn_closed") or r.first("remote_exited")
             if m:
-                c.note(r, m.line[:200])
-                peers = [p for p in c.ranks if p is not r and (p.alive is False or p in dead)] or \
-                        [p for p in c.ranks if p is not r and not p.first("conn_closed")]
+                ctx.note(r, m.line[:200])
+                peers = [p for p in ctx.ranks if p is not r and (p.alive is False or p in dead)] or \
+                        [p for p in ctx.ranks if p is not r and not p.first("conn_closed")]
                 for p in peers[:1]:
                     if p not in dead:
                         dead.append(p)
                     if p.alive is False:
-                        c.note(p, f"process {p.pid or '?'} is gone; its log ends: {p.last_line[:160]}")
+                        ctx.note(p, f"process {p.pid or '?'} is gone; its log ends: {p.last_line[:160]}")
                 why.append("its peer saw the connection close")
                 conf = max(conf, 0.75 if peers else 0.6)
-    for n in c.ev.nodes:
+    for n in ctx.ev.nodes:
         for line in n.dmesg:
-            if "Out of memory: Killed process" in line and not _oom_could_be_a_rank(c, n.node, line):
+            if "Out of memory: Killed process" in line and not _oom_could_be_a_rank(ctx, n.node, line):
                 continue
             if "Out of memory: Killed process" in line or "NVRM: Xid" in line:
-                c.note(n.node, "dmesg: " + line[:200])
+                ctx.note(n.node, "dmesg: " + line[:200])
                 why.append("the kernel log shows " + ("an OOM kill" if "Out of memory" in line else "a GPU Xid"))
                 conf = max(conf, 0.85)
         # an unreachable node is not evidence of a dead peer (a changed host key, a refused login):
         # verdict.decide() reports it as not inspected instead
     if not why:
         return None
-    who = _who(dead) if dead else "a peer"
+    who = rank_labels(dead) if dead else "a peer"
     ids = ["engine_dead"] if not dead else ["nccl_network_error"]
     if any("OOM kill" in w for w in why):
         ids.insert(0, "host_oom_killed")
-    return c.make("R1", True, ids, conf + 0.03 * (len(why) - 1),
+    return ctx.make("R1", True, ids, conf + 0.03 * (len(why) - 1),
                   who=who, why="; ".join(dict.fromkeys(why)))
 
 
@@ -75,7 +75,7 @@ _OOM_VICTIM = re.compile(r"Killed process (\d+) \(([^)]*)\)")
 _WORKER_NAMES = ("vllm", "ray::", "sglang", "torchrun", "engine")
 
 
-def _oom_could_be_a_rank(c: _Ctx, node: str, line: str) -> bool:
+def _oom_could_be_a_rank(ctx: RuleContext, node: str, line: str) -> bool:
     """An OOM kill on the node is a dead peer only when it could have hit a rank: one of the ranks'
     pids, a worker-named process, or a node where a rank is gone.  The host's kernel log keeps
     kills from long before this run (another job, another day): those are not evidence here."""
@@ -83,7 +83,7 @@ def _oom_could_be_a_rank(c: _Ctx, node: str, line: str) -> bool:
     if m is None:
         return True  # a line we cannot read: keep the old, cautious reading
     pid, name = int(m.group(1)), m.group(2).lower()
-    ranks = [r for r in c.ranks if r.node == node]
+    ranks = [r for r in ctx.ranks if r.node == node]
     if any(r.pid == pid for r in ranks) or any(w in name for w in _WORKER_NAMES):
         return True
     return any(r.alive is False for r in ranks)
@@ -92,120 +92,149 @@ def _oom_could_be_a_rank(c: _Ctx, node: str, line: str) -> bool:
 # --------------------------------------------------------------------------- R2 / R3
 
 
-def rule_r2_r3(c: _Ctx) -> Verdict | None:
-    started = [r for r in c.ranks if r.has("init_start")]
-    complete = [r for r in c.ranks if r.has("init_complete")]
-    rdv = [r for r in c.ranks if r.has("rendezvous_wait") or (r.where and all(w == "rendezvous" for w in r.where))]
-    noif = [r for r in c.ranks if r.has("bootstrap_noif")]
-    if noif:
-        for r in noif:
-            c.note(r, r.first("bootstrap_noif").line[:200])
-            ifname = r.env.get("NCCL_SOCKET_IFNAME", "")
-            if ifname:
-                c.note(r, f"NCCL_SOCKET_IFNAME={ifname}")
-        ifname = next((r.env.get("NCCL_SOCKET_IFNAME") for r in noif if r.env.get("NCCL_SOCKET_IFNAME")), "")
-        fix = (f"NCCL_SOCKET_IFNAME{'=' + ifname if ifname else ''} matches no interface on {noif[0].node or 'the node'}: "
-               "set it (and GLOO_SOCKET_IFNAME) to the fabric interface on every node, then restart both ranks.")
-        return c.make("R2", True, ["nccl_comm_init_failed", "wrong_network_interface"], 0.9, who=_who(noif), fix=fix)
-    if rdv:
-        world = max((r.world_size or 0 for r in c.ranks), default=0)
-        for r in rdv:
-            m = r.first("rendezvous_wait")
-            if m:
-                c.note(r, m.line[:200])
-                world = max(world, int(m.groups[2]))
-            for t, d in r.pyspy[:1]:
-                c.note(r, f"py-spy: waiting in {pyspy_mod.top_frame(d)}")
-            addr = r.env.get("MASTER_ADDR")
-            if addr:
-                c.note(r, f"MASTER_ADDR={addr} MASTER_PORT={r.env.get('MASTER_PORT', '?')}")
-        present = {r.rank for r in c.ranks if r.rank is not None and (r.alive or r.alive is None)}
-        inspected_all = all(n.reachable for n in c.ev.nodes)
-        missing = [k for k in range(world) if k not in present] if world and inspected_all else []
-        who = ", ".join(f"rank {k}" for k in missing) + " never joined" if missing else _who(rdv) + " waiting"
-        addr = next((f"{r.env['MASTER_ADDR']}:{r.env.get('MASTER_PORT', '?')}" for r in rdv if r.env.get("MASTER_ADDR")),
-                    "MASTER_ADDR:MASTER_PORT")
-        fix = (f"Start (or restart) {', '.join(f'rank {k}' for k in missing) or 'the missing ranks'} and check it reaches "
-               f"the rendezvous at {addr} (same MASTER_ADDR/PORT, firewall, VLLM_HOST_IP on the fabric).")
-        ids = ["nccl_init_hang"] + (["rendezvous_timeout"] if any(r.has("rendezvous_wait") for r in rdv) else [])
-        return c.make("R2", True, ids, 0.85 if missing else 0.7, who=who, fix=fix, missing=missing)
-    missing = _never_joined(c)
-    if missing and not complete:
-        waiting = [r for r in c.ranks if r.alive or r.alive is None]
-        for r in waiting:
-            c.note(r, f"alive, WORLD_SIZE={r.world_size}, no NCCL communicator yet; last line: {r.last_line[:140]}")
-            for _, d in r.pyspy[-1:]:
-                c.note(r, f"py-spy: {pyspy_mod.where(d)} in {pyspy_mod.top_frame(d)}")
-        for n in c.ev.nodes:
-            for chk in n.fabric:
-                if chk.get("check") == "tcp_connect":
-                    c.note(n.node, f"TCP {chk['target']}: {'ok' if chk.get('ok') else 'failed ' + str(chk.get('detail', ''))[:80]}")
-        who = ", ".join(f"rank {k}" for k in missing) + " never joined"
-        addr = next((f"{r.env['MASTER_ADDR']}:{r.env.get('MASTER_PORT', '?')}" for r in waiting if r.env.get("MASTER_ADDR")),
-                    "MASTER_ADDR:MASTER_PORT")
-        fix = (f"Start {', '.join(f'rank {k}' for k in missing)} (it never reached the rendezvous at {addr}); check its "
-               "node, its launcher's log and that it uses the same MASTER_ADDR/PORT and WORLD_SIZE.")
-        return c.make("R2", True, ["nccl_init_hang"], 0.8, who=who, fix=fix, missing=missing)
-    stuck = [r for r in started if not r.has("init_complete")]
-    if not stuck:
+def rule_r2_no_interface(ctx: RuleContext) -> Verdict | None:
+    """R2: NCCL's bootstrap found no socket interface (NCCL_SOCKET_IFNAME names none on the node)."""
+    noif = [r for r in ctx.ranks if r.has("bootstrap_noif")]
+    if not noif:
         return None
-    transport = [r for r in stuck if r.has("channel") or r.has("ib_using") or r.has("ibv_failed")]
+    for r in noif:
+        ctx.note(r, r.first("bootstrap_noif").line[:200])
+        ifname = r.env.get("NCCL_SOCKET_IFNAME", "")
+        if ifname:
+            ctx.note(r, f"NCCL_SOCKET_IFNAME={ifname}")
+    ifname = next((r.env.get("NCCL_SOCKET_IFNAME") for r in noif if r.env.get("NCCL_SOCKET_IFNAME")), "")
+    text = fix("no_interface", ifname="=" + ifname if ifname else "", node=noif[0].node or "the node")
+    return ctx.make("R2", True, ["nccl_comm_init_failed", "wrong_network_interface"], 0.9, who=rank_labels(noif),
+                    fix=text)
+
+
+def _master_addr(ranks: list[RankFacts]) -> str:
+    return next((f"{r.env['MASTER_ADDR']}:{r.env.get('MASTER_PORT', '?')}" for r in ranks if r.env.get("MASTER_ADDR")),
+                "MASTER_ADDR:MASTER_PORT")
+
+
+def _rank_list(ranks: list[int]) -> str:
+    return ", ".join(f"rank {k}" for k in ranks)
+
+
+def rule_r2_rendezvous(ctx: RuleContext) -> Verdict | None:
+    """R2: ranks wait at the torch rendezvous (its timeout line, or py-spy inside it)."""
+    rdv = [r for r in ctx.ranks if r.has("rendezvous_wait") or (r.where and all(w == "rendezvous" for w in r.where))]
+    if not rdv:
+        return None
+    world = max((r.world_size or 0 for r in ctx.ranks), default=0)
+    for r in rdv:
+        m = r.first("rendezvous_wait")
+        if m:
+            ctx.note(r, m.line[:200])
+            world = max(world, int(m.groups[2]))
+        for t, d in r.pyspy[:1]:
+            ctx.note(r, f"py-spy: waiting in {pyspy_mod.top_frame(d)}")
+        addr = r.env.get("MASTER_ADDR")
+        if addr:
+            ctx.note(r, f"MASTER_ADDR={addr} MASTER_PORT={r.env.get('MASTER_PORT', '?')}")
+    present = {r.rank for r in ctx.ranks if r.rank is not None and (r.alive or r.alive is None)}
+    inspected_all = all(n.reachable for n in ctx.ev.nodes)
+    missing = [k for k in range(world) if k not in present] if world and inspected_all else []
+    who = _rank_list(missing) + " never joined" if missing else rank_labels(rdv) + " waiting"
+    text = fix("rendezvous", missing=_rank_list(missing) or "the missing ranks", addr=_master_addr(rdv))
+    ids = ["nccl_init_hang"] + (["rendezvous_timeout"] if any(r.has("rendezvous_wait") for r in rdv) else [])
+    return ctx.make("R2", True, ids, 0.85 if missing else 0.7, who=who, fix=text, missing=missing)
+
+
+def rule_r2_never_joined(ctx: RuleContext) -> Verdict | None:
+    """R2: ranks of the declared world that no node shows, while no communicator completed."""
+    missing = _never_joined(ctx)
+    if not missing or any(r.has("init_complete") for r in ctx.ranks):
+        return None
+    waiting = [r for r in ctx.ranks if r.alive or r.alive is None]
+    for r in waiting:
+        ctx.note(r, f"alive, WORLD_SIZE={r.world_size}, no NCCL communicator yet; last line: {r.last_line[:140]}")
+        for _, d in r.pyspy[-1:]:
+            ctx.note(r, f"py-spy: {pyspy_mod.where(d)} in {pyspy_mod.top_frame(d)}")
+    for n in ctx.ev.nodes:
+        for chk in n.fabric:
+            if chk.get("check") == "tcp_connect":
+                ctx.note(n.node, f"TCP {chk['target']}: {'ok' if chk.get('ok') else 'failed ' + str(chk.get('detail', ''))[:80]}")
+    text = fix("never_joined", missing=_rank_list(missing), addr=_master_addr(waiting))
+    return ctx.make("R2", True, ["nccl_init_hang"], 0.8, who=_rank_list(missing) + " never joined", fix=text,
+                    missing=missing)
+
+
+def _stuck_in_init(ctx: RuleContext) -> list[RankFacts]:
+    """Ranks whose NCCL init started and never completed, with the lines that say so noted (and the
+    ranks that did complete, waiting for them)."""
+    stuck = [r for r in ctx.ranks if r.has("init_start") and not r.has("init_complete")]
+    if not stuck:
+        return []
     for r in stuck:
-        c.note(r, f"Init START without COMPLETE; last NCCL line: {r.last_nccl[:180]}")
+        ctx.note(r, f"Init START without COMPLETE; last NCCL line: {r.last_nccl[:180]}")
         for kind in ("connect_retry", "connect_failed", "ibv_failed", "bootstrap_if"):
             m = r.first(kind)
             if m:
-                c.note(r, m.line[:200])
+                ctx.note(r, m.line[:200])
         tops = [pyspy_mod.top_frame(d) for _, d in r.pyspy]
         if tops:
-            c.note(r, f"py-spy: {tops[-1]}")
+            ctx.note(r, f"py-spy: {tops[-1]}")
         busy = sum(1 for t in r.threads if t.state == "R")
         if r.threads:
-            c.note(r, f"threads: {len(r.threads)} ({busy} running)")
-    for r in complete:
-        c.note(r, "Init COMPLETE")
+            ctx.note(r, f"threads: {len(r.threads)} ({busy} running)")
+    for r in ctx.ranks:
+        if not r.has("init_complete"):
+            continue
+        ctx.note(r, "Init COMPLETE")
         if r.pyspy:
-            c.note(r, f"py-spy: waits in {pyspy_mod.top_frame(r.pyspy[-1][1])} (its peer never connected)")
+            ctx.note(r, f"py-spy: waits in {pyspy_mod.top_frame(r.pyspy[-1][1])} (its peer never connected)")
         if r.gpu and r.gpu[-1].util is not None:
-            c.note(r, f"GPU {r.gpu[-1].index}: {r.gpu[-1].util:.0f}% util at {r.gpu[-1].power_w or 0:.0f} W")
-    if transport or (complete and stuck):
-        who = _who(stuck)
-        return c.make("R3", True, ["nccl_init_hang"] + (["nccl_ib_error"] if any(r.has("ibv_failed") for r in stuck) else []),
-                      0.75, who=who)
-    retry = [r for r in stuck if r.has("connect_retry") or r.has("connect_failed")]
-    fix = ("Rank(s) cannot reach their peer's bootstrap address: check both nodes' bootstrap IPs are on one subnet, "
-           "pin NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to the fabric interface, check firewalls; then restart both ranks."
-           if retry else
-           "Init started but bootstrap never finished: check every rank was started with the same world size and "
-           "MASTER_ADDR, and that NCCL_SOCKET_IFNAME names the fabric interface on each node; restart both ranks.")
-    return c.make("R2", True, ["nccl_init_hang"], 0.8 if retry else 0.7, who=_who(stuck), fix=fix)
+            ctx.note(r, f"GPU {r.gpu[-1].index}: {r.gpu[-1].util:.0f}% util at {r.gpu[-1].power_w or 0:.0f} W")
+    return stuck
 
 
-def _never_joined(c: _Ctx) -> list[int]:
+def rule_r3_transport(ctx: RuleContext) -> Verdict | None:
+    """R3: init stuck in transport setup (channels or IB named, or a peer that did complete)."""
+    stuck = _stuck_in_init(ctx)
+    transport = [r for r in stuck if r.has("channel") or r.has("ib_using") or r.has("ibv_failed")]
+    if not stuck or not (transport or any(r.has("init_complete") for r in ctx.ranks)):
+        return None
+    ids = ["nccl_init_hang"] + (["nccl_ib_error"] if any(r.has("ibv_failed") for r in stuck) else [])
+    return ctx.make("R3", True, ids, 0.75, who=rank_labels(stuck))
+
+
+def rule_r2_bootstrap(ctx: RuleContext) -> Verdict | None:
+    """R2: init started and its bootstrap never finished (tried after R3, which takes transport hangs)."""
+    stuck = _stuck_in_init(ctx)
+    if not stuck:
+        return None
+    retry = any(r.has("connect_retry") or r.has("connect_failed") for r in stuck)
+    return ctx.make("R2", True, ["nccl_init_hang"], 0.8 if retry else 0.7, who=rank_labels(stuck),
+                    fix=fix("bootstrap_retry" if retry else "bootstrap"))
+
+
+def _never_joined(ctx: RuleContext) -> list[int]:
     """Ranks of the declared world that no node shows at all (no process, no log, no RAS entry)."""
-    world = max((r.world_size or 0 for r in c.ranks if r.alive), default=0)
-    if not world or any(not n.reachable for n in c.ev.nodes):
+    world = max((r.world_size or 0 for r in ctx.ranks if r.alive), default=0)
+    if not world or any(not n.reachable for n in ctx.ev.nodes):
         return []  # a rank on a node that was not inspected may well have joined
-    seen = {r.rank for r in c.ranks if r.rank is not None}
-    seen |= {rr.rank for nf in c.nodes for _, st in nf.ras for cm in st.comms for rr in cm.ranks}
+    seen = {r.rank for r in ctx.ranks if r.rank is not None}
+    seen |= {rr.rank for nf in ctx.nodes for _, st in nf.ras for cm in st.comms for rr in cm.ranks}
     return [k for k in range(world) if k not in seen]
 
 
 # --------------------------------------------------------------------------- R6
 
 
-def rule_r6(c: _Ctx) -> Verdict | None:
+def rule_r6(ctx: RuleContext) -> Verdict | None:
     bad: list[str] = []
-    for r in c.ranks:
+    for r in ctx.ranks:
         m = r.first("ib_completion")
         if m:
-            c.note(r, m.line[:200])
+            ctx.note(r, m.line[:200])
             bad.append(f"{r.label} (completion error)")
-    for n in c.ev.nodes:
+    for n in ctx.ev.nodes:
         for chk in n.fabric:
             if chk.get("check") == "ping_mtu" and chk.get("ok") is False:
-                c.note(n.node, f"ping -M do to {chk.get('target')} failed: {chk.get('detail', '')[:120]}")
+                ctx.note(n.node, f"ping -M do to {chk.get('target')} failed: {chk.get('detail', '')[:120]}")
                 bad.append(f"{n.node} -> {chk.get('target')}")
     if not bad:
         return None
-    return c.make("R6", True, ["nccl_network_error"], 0.7 + 0.05 * min(3, len(bad)), who=", ".join(bad))
+    return ctx.make("R6", True, ["nccl_network_error"], 0.7 + 0.05 * min(3, len(bad)), who=", ".join(bad))
