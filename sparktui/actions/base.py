@@ -168,16 +168,28 @@ class ActionContext:
 
 
 class Action:
-    """Subclass and implement ``execute``.  ``mutating`` actions are hidden in read-only mode."""
+    """Subclass and implement ``execute``.  ``mutating`` actions are hidden in read-only mode.
+
+    An action that gathers findings across steps keeps them in ``self.findings``: ``run`` adds them to
+    the result however ``execute`` ended (ActionFailed ends a step early; what was found before it stays).
+    """
 
     name: str = "action"
     title: str = "Action"
     mutating: bool = False
+    findings: list[Finding]
 
     async def execute(self, ctx: ActionContext) -> ActionResult:  # pragma: no cover - abstract
         raise NotImplementedError
 
     async def run(self, ctx: ActionContext) -> ActionResult:
+        result = await self._run_workflow(ctx)
+        for f in getattr(self, "findings", ()):
+            if f not in result.findings:
+                result.findings.append(f)
+        return result
+
+    async def _run_workflow(self, ctx: ActionContext) -> ActionResult:
         ctx.action_name = self.name
         if self.mutating and ctx.read_only:
             why = f"{self.name} refused: read-only mode (--read-only) forbids changing the cluster"

@@ -1,7 +1,7 @@
 """``build-image``: the hybrid image, built through the head node's Docker API from an in-memory
 context (Dockerfile + the registry patch script), with its output streamed as progress.  A cancel
 cuts the build's HTTP stream (the daemon then cancels the build) and removes the step containers.
-``push-image`` lives in push.py; the helpers here are shared with it.
+``push-image`` lives in push.py and shares ``MB`` and ``image_finding`` from here.
 """
 
 from __future__ import annotations
@@ -12,33 +12,20 @@ import threading
 import time
 
 from ..nodes.base import Node
+from ..model import Finding
 from ..probes.image import ImageNotFound, ImageProbeError, inspect_image, probe_support
 from ..probes.model import ModelProbeError, probe_model
 from .base import Action, ActionContext, ActionFailed, ActionResult
 from .checks.entrypoint import passes_args
 from .dockerfile import HybridSpec, build_context, entries_from_model, render_dockerfile
-from ..model import Finding
 
 MB = 1_000_000
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
-def _finding(id: str, title: str, node: str = "", evidence=(), advice: str = "", severity: str = "error") -> Finding:
+
+def image_finding(id: str, title: str, node: str = "", evidence=(), advice: str = "", severity: str = "error") -> Finding:
     return Finding(id=id, severity=severity, title=title, source=f"{node}/image" if node else "image",  # type: ignore[arg-type]
                    evidence=tuple(evidence), advice=advice, node=node)
-
-
-async def image_exists(node: Node, ref: str) -> str | None:
-    try:
-        return (await inspect_image(node, ref)).id
-    except ImageNotFound:
-        return None
-
-
-async def default_image(ctx: ActionContext, node: Node) -> str:
-    c = ctx.config.cluster
-    if c.hybrid_image and await image_exists(node, c.hybrid_image):
-        return c.hybrid_image
-    return c.image
 
 
 def _unix_url(client) -> str:
@@ -84,20 +71,7 @@ def _shutdown_stream(resp) -> None:
     resp.close()
 
 
-class _KeepsFindings(Action):
-    """ActionFailed ends a step early; the findings gathered so far still belong in the result."""
-
-    findings: list[Finding]
-
-    async def run(self, ctx: ActionContext) -> ActionResult:
-        result = await super().run(ctx)
-        for f in getattr(self, "findings", []):
-            if f not in result.findings:
-                result.findings.append(f)
-        return result
-
-
-class BuildImageAction(_KeepsFindings):
+class BuildImageAction(Action):
     name = "build-image"
     title = "Build the hybrid image"
     mutating = True
@@ -116,7 +90,7 @@ class BuildImageAction(_KeepsFindings):
             try:
                 info = await inspect_image(node, base)
             except ImageNotFound as exc:
-                findings.append(_finding("image_not_found", str(exc), node.name, [f"base {base}"],
+                findings.append(image_finding("image_not_found", str(exc), node.name, [f"base {base}"],
                                          "check cluster.base_image / --base, or load the image on the head"))
                 rec.status, rec.message = "failed", str(exc)
                 return ActionResult(self.name, False, str(exc), findings=findings)
@@ -154,7 +128,7 @@ class BuildImageAction(_KeepsFindings):
                 if missing or sup.model_type_known is False:
                     rec.status = "failed"
                     rec.message = f"still unknown after the patch: {', '.join(missing) or model.model_type}"
-                    findings.append(_finding("unsupported_architecture", rec.message, node.name))
+                    findings.append(image_finding("unsupported_architecture", rec.message, node.name))
                     return ActionResult(self.name, False, rec.message, findings=findings,
                                         data={"image": tag, "id": image_id})
                 rec.message = f"vLLM {sup.vllm_version} knows {', '.join(model.architectures)}"
@@ -241,7 +215,7 @@ class BuildImageAction(_KeepsFindings):
                            state["error"])
                 rec.status, rec.message = "failed", why[:300]
                 rec.data = {"last_lines": state["lines"][-15:], "error": state["error"]}
-                self.findings.append(_finding("image_build_failed", why[:300], node.name, state["lines"][-5:],
+                self.findings.append(image_finding("image_build_failed", why[:300], node.name, state["lines"][-5:],
                                               "the base image's vLLM files are not laid out as the patch knows; "
                                               "pick another base (--base) or add the entries by hand"
                                               if "unknown layout" in why else "read the build output above"))
@@ -262,11 +236,3 @@ class BuildImageAction(_KeepsFindings):
                 frac = None
         ctx.emit("build", "progress", line[:200], progress=frac, node=node.name)
 
-
-def __getattr__(name: str):
-    # the action registry names PushImageAction in this module; it lives in push.py
-    if name == "PushImageAction":
-        from .push import PushImageAction
-
-        return PushImageAction
-    raise AttributeError(name)

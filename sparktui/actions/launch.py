@@ -24,17 +24,12 @@ import uuid
 from typing import Any
 
 from ..model import Finding
-from ..probes.cluster import LABEL_LAUNCH, Assessment, assess, find_cluster, parse_ray_status
+from ..probes.cluster import LABEL_LAUNCH, Assessment, assess, catalogued_finding, find_cluster, parse_ray_status
 from ..probes.serving import ServingError, endpoint, server_info
 from .base import Action, ActionContext, ActionFailed, ActionResult
 from .cluster_plan import ClusterPlan, NodePlan, PlanError, plan_cluster
 from .container_logs import LogPump
 from .lock import owner_labels
-
-def _finding(fid: str, title: str, *, node: str = "", evidence=(), advice: str = "") -> Finding:
-    from ..probes.cluster import _catalogued
-
-    return _catalogued(fid, title, node=node, evidence=tuple(evidence), advice=advice)
 
 
 class LaunchAction(Action):
@@ -123,7 +118,7 @@ class LaunchAction(Action):
         dead = {n: v for n, v in reached.items() if isinstance(v, BaseException)}
         for n, exc in dead.items():
             fid = "ray_worker_missing" if plan.executor == "ray" else "rendezvous_timeout"
-            findings.append(_finding(
+            findings.append(catalogued_finding(
                 fid, f"{n} cannot be reached, so its rank would never join; nothing was started", node=n,
                 evidence=(f"{n}: {type(exc).__name__}: {exc}".strip(),),
                 advice=f"bring {n} back (SSH and Docker must answer), or launch without it by removing it from the "
@@ -153,11 +148,11 @@ class LaunchAction(Action):
                 img = await asyncio.to_thread(client.images.get, plan.head.image)
                 ids[n] = img.id
             except Exception as exc:
-                findings.append(_finding("image_not_found", f"image {plan.head.image} is not on {n}", node=n,
+                findings.append(catalogued_finding("image_not_found", f"image {plan.head.image} is not on {n}", node=n,
                                          evidence=(str(exc)[:300],),
                                          advice=f"`sparktui push-image --to {n}` (or build it there)"))
         if len(set(ids.values())) > 1:
-            findings.append(_finding("image_mismatch", f"{plan.head.image} differs between nodes",
+            findings.append(catalogued_finding("image_mismatch", f"{plan.head.image} differs between nodes",
                                      evidence=tuple(f"{n}: {i[:19]}" for n, i in ids.items()),
                                      advice="`sparktui push-image` from the head so every node runs the same ID"))
         # the model on every node
@@ -167,7 +162,7 @@ class LaunchAction(Action):
                 continue
             res = await ctx.nodes[np.node].run(["test", "-e", f"{path}/config.json"], timeout=20)
             if not res.ok:
-                findings.append(_finding("model_path_missing", f"{path}/config.json is missing on {np.node}",
+                findings.append(catalogued_finding("model_path_missing", f"{path}/config.json is missing on {np.node}",
                                          node=np.node, evidence=(f"{np.node}: test -e {path}/config.json failed",),
                                          advice="copy the model there (same path on every node) or fix model_path"))
         # ports on the head (attach skips this: the cluster holds them)
@@ -180,7 +175,7 @@ class LaunchAction(Action):
                 continue
             held = [line.strip() for line in res.text.splitlines() if line.strip()]
             if res.ok and held:
-                findings.append(_finding("port_in_use", f"port {port} on {plan.head.node} is already taken",
+                findings.append(catalogued_finding("port_in_use", f"port {port} on {plan.head.node} is already taken",
                                          node=plan.head.node, evidence=tuple(held[:3]),
                                          advice="stop what holds it, or pick another port in the config"))
         errors = [f for f in findings if f.severity == "error"]
@@ -247,7 +242,7 @@ class LaunchAction(Action):
             ev = [line for line in text.splitlines() if line.strip()][-12:]
             for np in plan.nodes[1:]:
                 ev += [f"{np.node}: {line}" for line in await self._tail(np, 4)]
-            findings.append(_finding(
+            findings.append(catalogued_finding(
                 "ray_worker_missing", f"Ray lists {seen[0]} of {want_nodes} nodes after "
                 f"{c.join_timeout:.0f} s: a worker did not join", node=",".join(missing), evidence=ev,
                 advice="check the worker's container log; RAY_NODE_IP_ADDRESS / --node-ip-address must be its fabric "
@@ -354,7 +349,7 @@ class LaunchAction(Action):
         findings.extend(errs)
         if outcome == "exited":
             if len(plan.nodes) > 1:
-                findings.append(_finding(
+                findings.append(catalogued_finding(
                     "half_cluster", f"a container of {plan.name} exited during the launch ({why})",
                     evidence=tuple(why.split("; ")) + tuple(f"{n}: {line}" for n, t in tails.items() for line in t[-3:]),
                     advice="read the root cause above; the launch removes the rest of the cluster"))

@@ -21,6 +21,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from ..probes.cluster import catalogued_finding
 from .base import ActionContext, ActionFailed, ActionResult
 from .cluster_plan import PlanError, node_ip, plan_cluster, strip_owned
 from .prearm import run_dir
@@ -144,9 +145,7 @@ async def launch_with_script(action: "LaunchAction", ctx: ActionContext) -> Acti
         if pending:
             tail = await head.run(["tail", "-n", "15", log], timeout=10)
             rec.status, rec.message = "failed", f"no container on {', '.join(sorted(pending))}"
-            from .launch import _finding
-
-            findings.append(_finding("ray_worker_missing", f"launch-cluster.sh started no container on "
+            findings.append(catalogued_finding("ray_worker_missing", f"launch-cluster.sh started no container on "
                                      f"{', '.join(sorted(pending))} within {c.join_timeout:.0f} s",
                                      evidence=tail.text.splitlines()[-10:]))
             return await action._fail(ctx, plan, findings, rec.message)

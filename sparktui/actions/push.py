@@ -18,9 +18,9 @@ import uuid
 
 from ..model import Finding
 from ..nodes.base import Node, NodeError, quote_argv
-from ..probes.image import ImageNotFound, inspect_image
-from .base import ActionContext, ActionFailed, ActionResult
-from .image import MB, _finding, _KeepsFindings, default_image, image_exists
+from ..probes.image import ImageNotFound, default_image, image_exists, inspect_image
+from .base import Action, ActionContext, ActionFailed, ActionResult
+from .image import MB, image_finding
 
 # Constant pipeline; every variable part is a positional argument, never pasted into the script.
 # GNU dd counts the bytes between `docker save` and `ssh` (status=progress, once a second, on
@@ -60,7 +60,7 @@ def push_progress(sent: int, size: int, seconds: float) -> str:
     return f"{sent / MB:,.0f} MB (image {size / MB:,.0f} MB + tar headers)  {rate}"
 
 
-class PushImageAction(_KeepsFindings):
+class PushImageAction(Action):
     name = "push-image"
     title = "Copy the image node-to-node"
     mutating = True
@@ -85,14 +85,14 @@ class PushImageAction(_KeepsFindings):
         for t in targets:
             if t not in ctx.nodes:
                 raise ActionFailed(f"unknown target node {t!r}")
-        image = self.image or await default_image(ctx, src)
+        image = self.image or await default_image(ctx.config.cluster, src)
         findings = self.findings
         async with ctx.step("inspect", f"{image} on {src_name}", node=src_name) as rec:
             try:
                 info = await inspect_image(src, image)
             except ImageNotFound as exc:
                 rec.status, rec.message = "failed", str(exc)
-                findings.append(_finding("image_not_found", str(exc), src_name, [], "build or load it on the source first"))
+                findings.append(image_finding("image_not_found", str(exc), src_name, [], "build or load it on the source first"))
                 return ActionResult(self.name, False, str(exc), findings=findings)
             before = {t: await image_exists(ctx.nodes[t], image) for t in targets}
             todo = [t for t in targets if before[t] != info.id]
@@ -112,7 +112,7 @@ class PushImageAction(_KeepsFindings):
             if len(set(ids.values())) != 1:
                 rec.status = "failed"
                 rec.message = "; ".join(f"{k}: {v[:19]}" for k, v in ids.items())
-                findings.append(_finding("image_mismatch", f"{image} differs across nodes", "",
+                findings.append(image_finding("image_mismatch", f"{image} differs across nodes", "",
                                          [f"{k}: {v}" for k, v in ids.items()], "run push-image again"))
                 return ActionResult(self.name, False, rec.message, findings=findings, data={"ids": ids, "rates": rates})
             rec.message = f"identical on {', '.join(ids)}: {info.id[:19]}"
@@ -161,7 +161,7 @@ class PushImageAction(_KeepsFindings):
                 advice = ("free space in the target's Docker data root (docker system prune, or a bigger disk)"
                           if "space" in why.lower() else
                           "check that the source can `ssh TARGET docker load` without a prompt (cluster.peer_ssh_args)")
-                findings.append(_finding("image_push_failed", rec.message, target, tail[-5:], advice))
+                findings.append(image_finding("image_push_failed", rec.message, target, tail[-5:], advice))
                 raise ActionFailed(rec.message)
             rec.message = f"{sent / MB:,.0f} MB in {dt:.1f} s = {rate:,.0f} MB/s"
             rec.data = {"bytes": sent, "seconds": round(dt, 3), "mb_per_s": round(rate, 1)}

@@ -30,7 +30,7 @@ ENTRIES: tuple[ActionEntry, ...] = (
     ActionEntry("doctor", "Doctor: preflight checks", "sparktui.actions.doctor", "DoctorAction", False, "d"),
     ActionEntry("validate", "Validate image + model on one node", "sparktui.actions.validate", "ValidateAction", True, "v"),
     ActionEntry("build-image", "Build the hybrid image", "sparktui.actions.image", "BuildImageAction", True, "b"),
-    ActionEntry("push-image", "Push the image node-to-node", "sparktui.actions.image", "PushImageAction", True, "p"),
+    ActionEntry("push-image", "Push the image node-to-node", "sparktui.actions.push", "PushImageAction", True, "p"),
     ActionEntry("launch", "Launch the cluster", "sparktui.actions.launch", "LaunchAction", True, "l",
                 screen="sparktui.tui.launch:LaunchScreen"),
     ActionEntry("stop", "Stop the cluster on every node", "sparktui.actions.stop", "StopAction", True, "x"),

@@ -16,14 +16,13 @@ import asyncio
 import time
 
 from ..model import Finding
-from ..probes.image import ImageInfo, ImageNotFound, inspect_image, run_in_image
+from ..probes.image import ImageInfo, ImageNotFound, default_image, inspect_image, run_in_image
 from ..probes.model import ModelProbeError, probe_model
 from ..probes.serving import ServingError, chat, endpoint, server_info
 from .base import Action, ActionContext, ActionFailed, ActionResult
 from .checks.entrypoint import passes_args
 from .container_logs import LogPump
 from .checks.fit import compute_fit, gib, parse_meminfo
-from .image import default_image
 from .lock import LABEL_ACTION, LABEL_OPERATOR, LABEL_SESSION, owner_labels
 
 OOM_IDS = {"cuda_oom", "kv_cache_oom", "insufficient_free_memory", "host_oom_killed"}
@@ -71,7 +70,7 @@ class ValidateAction(Action):
             raise ActionFailed(f"unknown node {node_name!r}")
         node = ctx.nodes[node_name]
         findings: list[Finding] = []
-        image = self.image or await default_image(ctx, node)
+        image = self.image or await default_image(ctx.config.cluster, node)
         path = ctx.config.node(node_name).model_path or c.model_path
         mount = c.model_mount or "/models/model"
         async with ctx.step("plan", f"{image} on {node_name}", node=node_name) as rec:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from ..model import Finding
 from ..nodes.base import Node
@@ -127,12 +127,13 @@ class Assessment:
         return {"state": self.state, "launch": self.launch, "findings": [f.to_json() for f in self.findings]}
 
 
-def _catalogued(fid: str, title: str, *, node: str = "", evidence: tuple[str, ...] = (), advice: str = "",
-                severity: str = "error") -> Finding:
+def catalogued_finding(fid: str, title: str, *, node: str = "", evidence: Iterable[str] = (), advice: str = "",
+                       severity: str = "error") -> Finding:
     """A finding whose explanation and advice come from the catalogue when it has the id."""
     from ..diagnosis.catalogue import finding
 
     source = f"{node or 'cluster'}/launch"
+    evidence = tuple(evidence)
     try:
         return finding(fid, source=source, node=node, evidence=evidence, title=title, advice=advice or None)
     except KeyError:  # an id only actions raise (image_not_found): no catalogue text to add
@@ -164,7 +165,7 @@ def assess(view: ClusterView, nodes: list[str], plan: str | None = None) -> Asse
                 for c in found if not c.running]
         gone += [f"{n} has no container" for n in nodes if not view.containers.get(n) and n not in view.unreachable]
         gone += [f"{n} unreachable ({why})" for n, why in view.unreachable.items()]
-        findings.append(_catalogued(
+        findings.append(catalogued_finding(
             "half_cluster", f"cluster {view.name} is broken: running on {', '.join(up) or 'no node'}; "
             f"{'; '.join(gone)}", evidence=tuple(f"{c.node}: {c.name} {c.status}" for c in found),
             advice="read the exited container's last lines (sparktui status, the session log), then `sparktui stop` "
@@ -176,12 +177,12 @@ def assess(view: ClusterView, nodes: list[str], plan: str | None = None) -> Asse
         origin = f"launch {c.launch}" if c.launch else "not started by sparktui (no launch label)"
         if plan is not None and c.labels.get(LABEL_PLAN) not in (None, plan):
             origin += ", from another plan (image, args or nodes changed)"
-        findings.append(_catalogued(
+        findings.append(catalogued_finding(
             "stale_container", f"stale container {c.name!r} on {c.node}: {why}, {origin}", node=c.node,
             evidence=(f"{c.node}: {c.name} {c.id[:12]} image {c.image} ({c.status})",),
             advice="`sparktui launch --replace` removes it and launches; `sparktui stop` only removes it"))
     for n, why in view.unreachable.items():
-        findings.append(_catalogued("half_cluster", f"{n} could not be asked for its containers: {why}", node=n,
+        findings.append(catalogued_finding("half_cluster", f"{n} could not be asked for its containers: {why}", node=n,
                                     evidence=(why,)))
     return Assessment("stale" if found else "unknown", tuple(findings))
 
@@ -238,6 +239,6 @@ async def check_cluster(nodes: Mapping[str, Node], name: str, node_names: list[s
     state = a.state
     if a.state == "running" and any(f.id == "engine_dead" for f in extra):
         state = "half"
-        findings.append(_catalogued("half_cluster", f"cluster {name}: the head's engine is dead while its "
+        findings.append(catalogued_finding("half_cluster", f"cluster {name}: the head's engine is dead while its "
                                     "containers still run", evidence=tuple(f.title for f in extra[:3])))
     return view, replace(a, state=state, findings=tuple(findings))

@@ -15,9 +15,13 @@ import asyncio
 import json
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..nodes.base import Node
 from .containers import PROBE_LABEL, PROBE_PREFIX
+
+if TYPE_CHECKING:
+    from ..config import ClusterConfig
 
 
 class ImageProbeError(Exception):
@@ -192,6 +196,21 @@ except OSError:
     out["workdir_files"] = []
 print("SPARKTUI-PROBE " + json.dumps(out))
 '''
+
+
+async def image_exists(node: Node, ref: str) -> str | None:
+    """The image's ID on ``node``, or None when the node does not have it."""
+    try:
+        return (await inspect_image(node, ref)).id
+    except ImageNotFound:
+        return None
+
+
+async def default_image(cluster: ClusterConfig, node: Node) -> str:
+    """The image an action uses when none is named: the hybrid image once built on ``node``, else the base."""
+    if cluster.hybrid_image and await image_exists(node, cluster.hybrid_image):
+        return cluster.hybrid_image
+    return cluster.image
 
 
 def parse_probe_output(text: str) -> SupportInfo:
