@@ -12,11 +12,15 @@ Simulated time t runs from 0 when the cluster containers start.  Live sources sh
 from __future__ import annotations
 
 import asyncio
+import importlib
+import logging
 import time
 from typing import TYPE_CHECKING
 
 from .script import Scene, compile_scene
 from .timeline import QUANTUM, NodeTimeline
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -85,11 +89,14 @@ class SimCluster:
         return [SimSource(self, n) for n in self.node_names]
 
     def node(self, name: str) -> "SimNode":
+        from .commands import COMMANDS
         from .node import SimNode
 
         if name not in self._nodes:
             self.timeline(name)  # validates the name
-            self._nodes[name] = SimNode(self, name)
+            node = SimNode(self, name, COMMANDS)
+            _add_evidence(node)
+            self._nodes[name] = node
         return self._nodes[name]
 
     def events_until(self, t: float) -> list["Event"]:
@@ -105,6 +112,20 @@ class SimCluster:
                 break
             k += 1
         return out
+
+
+def _add_evidence(node: "SimNode") -> None:
+    """Hang evidence (sim/evidence.py) on top of the node's tools, when this build has that module;
+    looked up through the import system so a build (or a test) can swap or drop it."""
+    try:
+        evidence = importlib.import_module(".evidence", __package__)
+        if hasattr(evidence, "register"):
+            evidence.register(node)
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__package__}.evidence":
+            log.exception("sim evidence module failed to import")
+    except Exception:  # a broken extension must not take the demo down
+        log.exception("sim evidence module failed to register on %s", node.name)
 
 
 class SimSource:

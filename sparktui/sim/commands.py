@@ -2,7 +2,7 @@
 
 nvidia-smi as a GB10 answers it (memory `[N/A]`/`Not Supported`), cat/test over the node's virtual
 files, `ip -j addr`, `ss -Hltn`, `ibdev2netdev`, and the docker CLI's read-only subcommands
-(`ps`, `logs`, `inspect`) over the simulated containers.  Registered into ``node.COMMANDS``.
+(`ps`, `logs`, `inspect`) over the simulated containers.  ``COMMANDS`` is the table SimCluster hands each node.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING
 
 from . import formats
-from .node import COMMANDS, SimFileNotFound, model_dir
+from .node import Handler, SimFileNotFound, model_dir
 from .timeline import rfc3339_ns
 
 if TYPE_CHECKING:
@@ -252,7 +252,7 @@ def _docker(node: "SimNode", argv: list[str], stdin):
     return 1, b"", f"sim: `docker {sub}` is not simulated (read-only: ps, logs, inspect)\n".encode()
 
 
-COMMANDS.update({
+COMMANDS: dict[str, Handler] = {
     "cat": _cat,
     "test": _test,
     "[": _test,
@@ -267,4 +267,4 @@ COMMANDS.update({
     "true": lambda n, a, i: (0, b"", b""),
     "false": lambda n, a, i: (1, b"", b""),
     "nproc": lambda n, a, i: (0, b"20\n", b""),
-})
+}

@@ -1,6 +1,6 @@
 """Hang evidence on sim nodes: what the investigation's probes read, in the real formats.
 
-``SimNode`` calls ``register(node)`` for every node.  The handlers answer the same argument lists
+``SimCluster`` calls ``register(node)`` for every node it makes.  The handlers answer the same argument lists
 the investigation sends to a real node:
 
 - ``python3 -c <probes/procfs.py> scan|tail|connect`` -> the probe's JSON (workers, /proc thread
@@ -223,10 +223,8 @@ def _docker(prev):
 
 
 def register(node: "SimNode") -> None:
-    from .node import COMMANDS
-
-    node.register_command("docker", _docker(node.commands.get("docker") or COMMANDS.get("docker")))
-    node.register_command("python3", _python3(node.commands.get("python3") or COMMANDS.get("python3")))
+    node.register_command("docker", _docker(node.commands.get("docker")))
+    node.register_command("python3", _python3(node.commands.get("python3")))
     node.register_command("py-spy", _pyspy_cmd)
     node.register_command("kill", _kill)
     node.register_command("ping", _ping)

@@ -1,10 +1,10 @@
 """SimNode: the Node protocol (nodes/base.py) over a SimCluster's simulated state.
 
-``run(argv)`` dispatches on argv[0] through a command table: the module-level ``COMMANDS`` (shared
-by every sim node) plus per-node entries added with ``node.register_command``.  Handlers are
-``fn(node, argv, stdin) -> CommandResult | (rc, stdout, stderr)``, sync or async.  If
-``sparktui/sim/evidence.py`` exists its ``register(node)`` is called for every node (hang
-evidence: RAS, py-spy, /proc/PID/task), so other modules extend the sim without editing this one.
+``run(argv)`` dispatches on argv[0] through the node's command table, which its SimCluster hands it
+(sim/commands.py's tools, then sim/evidence.py's hang evidence: RAS, py-spy, /proc/PID/task), plus
+entries added with ``node.register_command``.  Handlers are
+``fn(node, argv, stdin) -> CommandResult | (rc, stdout, stderr)``, sync or async.  This module imports
+none of them, so they import what they need from here.
 What a handler can read: ``node.cluster.scenario``, ``node.spec`` (rank, worker pid, fabric ip,
 container), ``node.now_t()`` (simulated seconds) and ``node.snapshot()`` (memory, GPU and the
 phase: idle, ctx, weights, profile, kv, graphs, serving, spin, stall, dead).
@@ -13,11 +13,9 @@ phase: idle, ctx, weights, profile, kv, graphs, serving, spin, stall, dead).
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 import json
-import logging
-from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable, Sequence, Union
+from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable, Mapping, Sequence, Union
 
 from ..nodes.base import CommandResult, NodeError, NotSupported
 from . import formats, physics
@@ -28,19 +26,11 @@ MODEL_BYTES = int(MODEL_GIB * physics.GIB)
 if TYPE_CHECKING:
     from .cluster import SimCluster
 
-log = logging.getLogger(__name__)
-
 HandlerResult = Union[CommandResult, tuple]
 Handler = Callable[["SimNode", list[str], "bytes | None"], "HandlerResult | Awaitable[HandlerResult]"]
 FileProvider = Callable[["SimNode"], "bytes | str"]
 
-COMMANDS: dict[str, Handler] = {}
 FILES: dict[str, FileProvider] = {}
-
-
-def register_command(name: str, handler: Handler) -> None:
-    """Add a command to every sim node (per-node: ``SimNode.register_command``)."""
-    COMMANDS[name] = handler
 
 
 def register_file(path: str, provider: FileProvider) -> None:
@@ -54,22 +44,13 @@ class SimFileNotFound(NodeError, FileNotFoundError):
 class SimNode:
     backend = "sim"
 
-    def __init__(self, cluster: "SimCluster", name: str) -> None:
+    def __init__(self, cluster: "SimCluster", name: str, commands: Mapping[str, Handler] | None = None) -> None:
         self.cluster = cluster
         self.name = name
-        self.commands: dict[str, Handler] = {}
+        self.commands: dict[str, Handler] = dict(commands or {})  # a copy: register_command stays per node
         self.files: dict[str, FileProvider] = {}
         self.closed = False
         self._api = None  # sim/serving.SimServer, made on the first local_port
-        try:
-            evidence = importlib.import_module(".evidence", __package__)
-            if hasattr(evidence, "register"):
-                evidence.register(self)
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__package__}.evidence":
-                log.exception("sim evidence module failed to import")
-        except Exception:  # a broken extension must not take the demo down
-            log.exception("sim evidence module failed to register on %s", name)
 
     # ------------------------------------------------------------------ extension
     def register_command(self, name: str, handler: Handler) -> None:
@@ -103,7 +84,7 @@ class SimNode:
         if not args:
             raise ValueError("empty argv")
         prog = args[0].rsplit("/", 1)[-1]
-        handler = self.commands.get(prog) or COMMANDS.get(prog)
+        handler = self.commands.get(prog)
         if handler is None:
             res = CommandResult(tuple(args), 127, b"", f"bash: {args[0]}: command not found\n".encode())
         else:
@@ -241,6 +222,3 @@ def model_dir(node: SimNode) -> str | None:
     model = (ncfg.model_path if ncfg and ncfg.model_path else None) or cl.model_path
     return model.rstrip("/") if model else None
 
-
-# the command handlers live in sim/commands.py (registered into COMMANDS on import)
-from . import commands as _commands  # noqa: E402,F401
