@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .config_checks import check_distinct, check_image
+from .config_error import ConfigError, line_of  # ConfigError: faces import it from here
+
 BACKENDS = ("ssh", "local", "sim")
 EXECUTORS = ("ray", "mp")  # Ray head + workers, or vLLM's own multi-node executor (--nnodes/--headless)
 ENGINES = ("vllm", "sglang")
@@ -27,29 +30,6 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 MAX_GPUS_PER_NODE = 64
 MAX_TP = 1024
 MAX_MODEL_LEN = 10_000_000
-
-
-class ConfigError(Exception):
-    def __init__(self, path: str | os.PathLike | None, message: str, *, key: str | None = None,
-                 line: int | None = None, hint: str | None = None) -> None:
-        self.path = str(path) if path is not None else "<config>"
-        self.key = key
-        self.line = line
-        self.message = message
-        self.hint = hint
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        where = self.path
-        if self.line:
-            where += f":{self.line}"
-        parts = [f"{where}: "]
-        if self.key:
-            parts.append(f"{self.key}: ")
-        parts.append(self.message)
-        if self.hint:
-            parts.append(f" (hint: {self.hint})")
-        return "".join(parts)
 
 
 @dataclass(frozen=True)
@@ -147,22 +127,12 @@ _NODE_KEYS = {f for f in NodeConfig.__dataclass_fields__}
 _TOP_KEYS = {"cluster", "node", "nodes", "api_key_env", "session_dir"}
 
 
-def _line_of(text: str, key: str, start_after: int = 0) -> int | None:
-    # [ \t]*, not \s*: \s would start the match on a blank line above and miscount
-    pat = re.compile(rf"^[ \t]*{re.escape(key)}[ \t]*=", re.M)
-    m = pat.search(text, start_after)
-    if m is None:
-        pat = re.compile(rf"^[ \t]*\[+[ \t]*{re.escape(key)}[ \t]*\]+", re.M)
-        m = pat.search(text, start_after)
-    return text.count("\n", 0, m.start()) + 1 if m else None
-
-
 def _expect(path: str, text: str, key: str, value: Any, typ: type | tuple[type, ...], what: str) -> Any:
     if isinstance(value, bool) and typ in (int, float, (int, float)):
-        raise ConfigError(path, f"expected {what}, got a boolean", key=key, line=_line_of(text, key.split(".")[-1]))
+        raise ConfigError(path, f"expected {what}, got a boolean", key=key, line=line_of(text, key.split(".")[-1]))
     if not isinstance(value, typ):
         raise ConfigError(path, f"expected {what}, got {type(value).__name__} {value!r}", key=key,
-                          line=_line_of(text, key.split(".")[-1]))
+                          line=line_of(text, key.split(".")[-1]))
     return value
 
 
@@ -170,7 +140,7 @@ def _int_in(path: str, text: str, key: str, value: Any, lo: int, hi: int) -> int
     """An integer (TOML floats such as 1e17 refused) within [lo, hi]."""
     v = _expect(path, text, key, value, int, "an integer")
     if not lo <= v <= hi:
-        raise ConfigError(path, f"{v} is out of range", key=key, line=_line_of(text, key.split(".")[-1]),
+        raise ConfigError(path, f"{v} is out of range", key=key, line=line_of(text, key.split(".")[-1]),
                           hint=f"between {lo} and {hi}")
     return v
 
@@ -180,7 +150,7 @@ def _check_ip(path: str, text: str, key: str, value: str) -> str:
         ipaddress.ip_address(value)
     except ValueError:
         raise ConfigError(path, f"{value!r} is not an IP address", key=key,
-                          line=_line_of(text, key.split(".")[-1]), hint="write it like 192.168.200.12") from None
+                          line=line_of(text, key.split(".")[-1]), hint="write it like 192.168.200.12") from None
     return value
 
 
@@ -193,7 +163,7 @@ def _check_host(path: str, text: str, key: str, value: str) -> str:
     # a dotted-quad that failed above is a bad IPv4, not a host name
     if re.fullmatch(r"[0-9.]+", value) or not _HOST_RE.match(value):
         raise ConfigError(path, f"{value!r} is not a valid host name or address", key=key,
-                          line=_line_of(text, key.split(".")[-1]),
+                          line=line_of(text, key.split(".")[-1]),
                           hint="an IP, a DNS name, or a Host alias from ~/.ssh/config")
     return value
 
@@ -203,7 +173,7 @@ def _str_list(path: str, text: str, key: str, value: Any) -> tuple[str, ...]:
     for v in value:
         if not isinstance(v, str):
             raise ConfigError(path, f"expected a list of strings, found {v!r}", key=key,
-                              line=_line_of(text, key.split(".")[-1]))
+                              line=line_of(text, key.split(".")[-1]))
     return tuple(value)
 
 
@@ -211,10 +181,10 @@ def _env_table(path: str, text: str, key: str, raw: Any) -> tuple[tuple[str, str
     env = _expect(path, text, key, raw, dict, 'a table of NAME = "value"')
     for k, v in env.items():
         if not isinstance(v, str):
-            raise ConfigError(path, f"env {k} must be a string", key=f"{key}.{k}", line=_line_of(text, k))
+            raise ConfigError(path, f"env {k} must be a string", key=f"{key}.{k}", line=line_of(text, k))
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
             raise ConfigError(path, f"{k!r} is not an environment variable name", key=f"{key}.{k}",
-                              line=_line_of(text, k))
+                              line=line_of(text, k))
     return tuple(env.items())
 
 
@@ -225,20 +195,20 @@ def _parse_node(path: str, text: str, idx: int, raw: Any) -> NodeConfig:
     unknown = sorted(set(raw) - _NODE_KEYS)
     if unknown:
         k = unknown[0]
-        raise ConfigError(path, f"unknown key {k!r}", key=f"{prefix}.{k}", line=_line_of(text, k),
+        raise ConfigError(path, f"unknown key {k!r}", key=f"{prefix}.{k}", line=line_of(text, k),
                           hint="known keys: " + ", ".join(sorted(_NODE_KEYS)))
     if "name" not in raw:
         raise ConfigError(path, "missing required key 'name'", key=prefix, hint='add name = "spark1"')
     name = _expect(path, text, f"{prefix}.name", raw["name"], str, "a string")
     if not _NAME_RE.match(name):
         raise ConfigError(path, f"node name {name!r} must be letters, digits, '.', '_' or '-'",
-                          key=f"{prefix}.name", line=_line_of(text, "name"))
+                          key=f"{prefix}.name", line=line_of(text, "name"))
     kw: dict[str, Any] = {"name": name}
     backend = raw.get("backend", "ssh")
     _expect(path, text, f"{prefix}.backend", backend, str, "a string")
     if backend not in BACKENDS:
         raise ConfigError(path, f"unknown backend {backend!r}", key=f"{prefix}.backend",
-                          line=_line_of(text, "backend"), hint="one of " + ", ".join(BACKENDS))
+                          line=line_of(text, "backend"), hint="one of " + ", ".join(BACKENDS))
     kw["backend"] = backend
     for key in ("user", "identity_file", "known_hosts", "ssh_config", "docker_socket", "fabric_if", "model_path",
                 "meminfo_path"):
@@ -246,7 +216,7 @@ def _parse_node(path: str, text: str, idx: int, raw: Any) -> NodeConfig:
             kw[key] = _expect(path, text, f"{prefix}.{key}", raw[key], str, "a string")
     if "known_hosts" in kw and kw["known_hosts"].strip().lower() in ("", "none", "/dev/null"):
         raise ConfigError(path, f"{kw['known_hosts']!r} would turn SSH host-key checking off", key=f"{prefix}.known_hosts",
-                          line=_line_of(text, "known_hosts"), hint="name a known_hosts file, or remove the key")
+                          line=line_of(text, "known_hosts"), hint="name a known_hosts file, or remove the key")
     if "host" in raw:
         kw["host"] = _check_host(path, text, f"{prefix}.host", _expect(path, text, f"{prefix}.host", raw["host"], str, "a string"))
     elif backend == "ssh":
@@ -255,7 +225,7 @@ def _parse_node(path: str, text: str, idx: int, raw: Any) -> NodeConfig:
     if "port" in raw:
         port = _expect(path, text, f"{prefix}.port", raw["port"], int, "an integer port")
         if not 0 < port < 65536:
-            raise ConfigError(path, f"port {port} out of range", key=f"{prefix}.port", line=_line_of(text, "port"))
+            raise ConfigError(path, f"port {port} out of range", key=f"{prefix}.port", line=line_of(text, "port"))
         kw["port"] = port
     if "fabric_ip" in raw:
         kw["fabric_ip"] = _check_ip(path, text, f"{prefix}.fabric_ip",
@@ -265,7 +235,7 @@ def _parse_node(path: str, text: str, idx: int, raw: Any) -> NodeConfig:
     if "role" in raw:
         role = _expect(path, text, f"{prefix}.role", raw["role"], str, "a string")
         if role not in ROLES:
-            raise ConfigError(path, f"unknown role {role!r}", key=f"{prefix}.role", line=_line_of(text, "role"),
+            raise ConfigError(path, f"unknown role {role!r}", key=f"{prefix}.role", line=line_of(text, "role"),
                               hint="head or worker")
         kw["role"] = role
     if "gpu_count" in raw:
@@ -276,7 +246,7 @@ def _parse_node(path: str, text: str, idx: int, raw: Any) -> NodeConfig:
         p = Path(os.path.expanduser(kw["identity_file"]))
         if not p.is_file() or not os.access(p, os.R_OK):
             raise ConfigError(path, f"key file {str(p)!r} is missing or unreadable", key=f"{prefix}.identity_file",
-                              line=_line_of(text, "identity_file"), hint="check the path and its permissions")
+                              line=line_of(text, "identity_file"), hint="check the path and its permissions")
     return NodeConfig(**kw)
 
 
@@ -286,21 +256,19 @@ def _parse_cluster(path: str, text: str, raw: Any) -> ClusterConfig:
     unknown = sorted(set(raw) - _CLUSTER_KEYS)
     if unknown:
         k = unknown[0]
-        raise ConfigError(path, f"unknown key {k!r}", key=f"cluster.{k}", line=_line_of(text, k),
+        raise ConfigError(path, f"unknown key {k!r}", key=f"cluster.{k}", line=line_of(text, k),
                           hint="known keys: " + ", ".join(sorted(_CLUSTER_KEYS)))
     kw: dict[str, Any] = {}
     for key in ("name", "image", "model_path", "model_mount", "served_model", "serve_host", "launcher_dir",
                 "nccl_debug", "base_image", "hybrid_image", "api_base"):
         if key in raw:
             kw[key] = _expect(path, text, f"cluster.{key}", raw[key], str, "a string")
-    from .config_checks import check_image  # it needs ConfigError from here
-
     for key in ("image", "base_image", "hybrid_image"):
         if key in kw:
             check_image(path, text, f"cluster.{key}", kw[key])
     if "api_base" in kw and not re.match(r"https?://[^\s/]+", kw["api_base"]):
         raise ConfigError(path, f"{kw['api_base']!r} is not an http(s) URL", key="cluster.api_base",
-                          line=_line_of(text, "api_base"), hint='e.g. "http://127.0.0.1:8000"')
+                          line=line_of(text, "api_base"), hint='e.g. "http://127.0.0.1:8000"')
     for key, lo, hi in (("tensor_parallel", 1, MAX_TP), ("serve_port", 1, 65535), ("max_model_len", 1, MAX_MODEL_LEN)):
         if key in raw:
             kw[key] = _int_in(path, text, f"cluster.{key}", raw[key], lo, hi)
@@ -310,7 +278,7 @@ def _parse_cluster(path: str, text: str, raw: Any) -> ClusterConfig:
         v = _expect(path, text, "cluster.gpu_memory_utilization", raw["gpu_memory_utilization"], (int, float), "a number")
         if not 0 < v <= 1:  # also refuses nan
             raise ConfigError(path, f"{v} is not in (0, 1]", key="cluster.gpu_memory_utilization",
-                              line=_line_of(text, "gpu_memory_utilization"), hint="vLLM takes a fraction, e.g. 0.90")
+                              line=line_of(text, "gpu_memory_utilization"), hint="vLLM takes a fraction, e.g. 0.90")
         kw["gpu_memory_utilization"] = float(v)
     if "serve_args" in raw:
         kw["serve_args"] = _str_list(path, text, "cluster.serve_args", raw["serve_args"])
@@ -322,26 +290,26 @@ def _parse_cluster(path: str, text: str, raw: Any) -> ClusterConfig:
         if key in raw:
             v = _expect(path, text, f"cluster.{key}", raw[key], str, "a string")
             if v not in allowed:
-                raise ConfigError(path, f"unknown {key} {v!r}", key=f"cluster.{key}", line=_line_of(text, key),
+                raise ConfigError(path, f"unknown {key} {v!r}", key=f"cluster.{key}", line=line_of(text, key),
                                   hint="one of " + ", ".join(allowed))
             kw[key] = v
     if "shm_size" in raw:
         v = _expect(path, text, "cluster.shm_size", raw["shm_size"], str, "a string like \"64g\"")
         if not re.fullmatch(r"[0-9]+[bkmgBKMG]?", v):
-            raise ConfigError(path, f"{v!r} is not a size", key="cluster.shm_size", line=_line_of(text, "shm_size"),
+            raise ConfigError(path, f"{v!r} is not a size", key="cluster.shm_size", line=line_of(text, "shm_size"),
                               hint='write it like "64g" or "512m"')
         kw["shm_size"] = v
     for key in ("master_port", "ray_port"):
         if key in raw:
             v = _expect(path, text, f"cluster.{key}", raw[key], int, "an integer")
             if not 0 < v < 65536:
-                raise ConfigError(path, f"port {v} out of range", key=f"cluster.{key}", line=_line_of(text, key))
+                raise ConfigError(path, f"port {v} out of range", key=f"cluster.{key}", line=line_of(text, key))
             kw[key] = v
     for key in ("join_timeout", "ready_timeout"):
         if key in raw:
             v = _expect(path, text, f"cluster.{key}", raw[key], (int, float), "a number of seconds")
             if not (v > 0 and math.isfinite(v)):  # TOML allows nan and inf
-                raise ConfigError(path, "must be a finite number > 0", key=f"cluster.{key}", line=_line_of(text, key))
+                raise ConfigError(path, "must be a finite number > 0", key=f"cluster.{key}", line=line_of(text, key))
             kw[key] = float(v)
     if "add_architectures" in raw:
         arches = _expect(path, text, "cluster.add_architectures", raw["add_architectures"], dict,
@@ -350,7 +318,7 @@ def _parse_cluster(path: str, text: str, raw: Any) -> ClusterConfig:
         for arch, val in arches.items():
             if not (isinstance(val, list) and len(val) == 2 and all(isinstance(x, str) for x in val)):
                 raise ConfigError(path, f"{arch} must be [\"module\", \"Class\"]",
-                                  key=f"cluster.add_architectures.{arch}", line=_line_of(text, arch))
+                                  key=f"cluster.add_architectures.{arch}", line=line_of(text, arch))
             out.append((arch, val[0], val[1]))
         kw["add_architectures"] = tuple(out)
     return ClusterConfig(**kw)
@@ -366,11 +334,11 @@ def parse_config(text: str, path: str = "<config>") -> Config:
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
         k = unknown[0]
-        raise ConfigError(path, f"unknown key {k!r}", key=k, line=_line_of(text, k),
+        raise ConfigError(path, f"unknown key {k!r}", key=k, line=line_of(text, k),
                           hint="top level holds [cluster] and [[node]] tables")
     cluster = _parse_cluster(path, text, data.get("cluster", {}))
     if "node" in data and "nodes" in data:
-        raise ConfigError(path, "both [[node]] and [[nodes]] tables", key="nodes", line=_line_of(text, "nodes"),
+        raise ConfigError(path, "both [[node]] and [[nodes]] tables", key="nodes", line=line_of(text, "nodes"),
                           hint="write every node as [[node]]")
     raw_nodes = data.get("node", data.get("nodes", []))
     if not isinstance(raw_nodes, list) or not raw_nodes:
@@ -381,14 +349,12 @@ def parse_config(text: str, path: str = "<config>") -> Config:
         n = _parse_node(path, text, i, raw)
         if n.name in seen:
             # find the second occurrence's line
-            first = _line_of(text, "name")
-            second = _line_of(text, "name", (text.find("\n", text.find(f'"{n.name}"')) + 1) or 0)
+            first = line_of(text, "name")
+            second = line_of(text, "name", (text.find("\n", text.find(f'"{n.name}"')) + 1) or 0)
             raise ConfigError(path, f"duplicate node name {n.name!r}", key=f"node[{i}].name",
                               line=second or first, hint="node names must be unique")
         seen[n.name] = i
         nodes.append(n)
-    from .config_checks import check_distinct
-
     check_distinct(path, text, nodes)
     if not any(n.role == "head" for n in nodes):
         nodes[0] = NodeConfig(**{**nodes[0].__dict__, "role": "head"})
@@ -398,7 +364,7 @@ def parse_config(text: str, path: str = "<config>") -> Config:
     if "session_dir" in data:
         sd = _expect(path, text, "session_dir", data["session_dir"], str, "a string")
         if not sd.strip() or "\0" in sd:
-            raise ConfigError(path, "must name a directory", key="session_dir", line=_line_of(text, "session_dir"))
+            raise ConfigError(path, "must name a directory", key="session_dir", line=line_of(text, "session_dir"))
         kw["session_dir"] = os.path.expanduser(sd)  # sessions are written there (session.sessions_dir)
     return Config(path=path, cluster=cluster, nodes=tuple(nodes), **kw)
 

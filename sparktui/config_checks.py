@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .config import ConfigError, _line_of
+from .config_error import ConfigError, line_of
 from .imageref import problem
 
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ def check_image(path: str, text: str, key: str, value: str) -> str:
     why = problem(value)
     if why:
         raise ConfigError(path, f"{value!r} is not a Docker image reference: {why}", key=key,
-                          line=_line_of(text, key.split(".")[-1]), hint='e.g. "vllm-node" or "nvcr.io/nvidia/vllm:25.09-py3"')
+                          line=line_of(text, key.split(".")[-1]), hint='e.g. "vllm-node" or "nvcr.io/nvidia/vllm:25.09-py3"')
     return value
 
 
@@ -45,6 +45,6 @@ def nth_line(text: str, key: str, idx: int) -> int | None:
     starts = [m.end() for m in re.finditer(r"^[ \t]*\[\[[ \t]*nodes?[ \t]*\]\]", text, re.M)]
     if idx >= len(starts):
         return None
-    line = _line_of(text, key, starts[idx])
+    line = line_of(text, key, starts[idx])
     end = starts[idx + 1] if idx + 1 < len(starts) else len(text)
     return line if line and line <= text.count("\n", 0, end) + 1 else None

@@ -22,17 +22,10 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 from ..config import Config
 from ..model import ActionEvent, Finding
 from ..nodes.base import Node
+from .errors import ActionFailed, ActionRefused  # defined below lock.py, which raises them; imported from here
 
 ConfirmFn = Callable[[str, str], Awaitable[bool]]  # (title, detail) -> yes?
 EmitFn = Callable[[ActionEvent], None]
-
-
-class ActionRefused(Exception):
-    """The operator said no, or read-only mode forbids it."""
-
-
-class ActionFailed(Exception):
-    pass
 
 
 @dataclass
@@ -197,7 +190,7 @@ class Action:
             return ActionResult(self.name, False, why, data={"refused": "read_only"})
         lock = None
         if self.mutating:
-            from .lock import ClusterLock, LockHeld
+            from .lock import ClusterLock, LockHeld  # here: read-only faces never pay for its imports
 
             # one mutating action per cluster, across operators: taken on the head before anything runs
             try:

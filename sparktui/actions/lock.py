@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..nodes.base import NodeError
-from .base import ActionRefused
+from .errors import ActionRefused
 
 if TYPE_CHECKING:
     from ..nodes.base import Node

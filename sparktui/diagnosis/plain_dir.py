@@ -14,10 +14,10 @@ import re
 from typing import TYPE_CHECKING
 
 from . import flight_recorder, shapes
+from .evidence_types import BundleError, Evidence, NodeEvidence, Sample, Worker, head_tail
 
 if TYPE_CHECKING:
     from ..logs.safe_files import SafeDir
-    from .evidence import NodeEvidence
 
 SNIFF_BYTES = 4096
 
@@ -120,8 +120,6 @@ def time_of(name: str, index: int) -> float:
 def read_files(rd, d: "SafeDir", names: list[str], node: "NodeEvidence") -> list[str]:
     """Add each of ``names`` (regular files in ``d``) to ``node`` by its content; returns the
     names that were used.  ``rd`` is the bundle reader (byte budget, notes)."""
-    from .evidence import Sample, head_tail
-
     used: list[str] = []
     counts: dict[tuple[str, str], int] = {}
     for name in sorted(names):
@@ -227,8 +225,6 @@ def loose_files(entries: dict[str, str], is_capture_file) -> list[str]:
 def with_loose(rd, d: "SafeDir", folder: str, groups: list, loose: list[str]) -> list:
     """Loose files join the capture group whose prefix they carry, or the only group; the rest make
     one group of their own (a plain folder: one incident, every file read by its content)."""
-    from .evidence import BundleError, Evidence, NodeEvidence
-
     rest = []
     for name in loose:
         owner = next((ev for pre, ev in groups if name.startswith(pre + ".")), None)
@@ -259,8 +255,6 @@ def with_loose(rd, d: "SafeDir", folder: str, groups: list, loose: list[str]) ->
 
 
 def _capture_workers(node: "NodeEvidence") -> None:
-    from .evidence import Worker
-
     ranks = sorted({int(k.split()[1]) for k in list(node.logs) + [s.key for s in node.pyspy] + list(node.fr_traces)
                     if k.startswith("rank ") and k.split()[1].isdecimal()})
     known = {w.rank for w in node.workers}
@@ -274,8 +268,6 @@ def _capture_workers(node: "NodeEvidence") -> None:
 def read_node_dirs(rd, top: "SafeDir", entries: dict[str, str], is_capture_file) -> list:
     """A folder of per-node folders (``spark1/``, ``spark2/``, each with that node's files): one
     incident, one node each.  One level deep; links are never followed (SafeDir.sub refuses them)."""
-    from .evidence import Evidence, NodeEvidence
-
     nodes = []
     before = len(rd.notes)
     for name, kind in sorted(entries.items()):
