@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 from .config import Config
 from .logs.store import LogStore
 from .model import Event, LogBatch, LogLine
-from .nodes.base import EventSource
+from .sources import EventSource
 from .session import Session
 from .state import ClusterState, reduce
 

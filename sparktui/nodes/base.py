@@ -1,20 +1,20 @@
-"""The Node protocol every backend (ssh, local, sim) implements, and the event-source contract.
+"""The Node protocol every backend (ssh, local, sim) implements.
 
 A *Node* is a handle for IO on one machine: run a command (argument list, never a shell string),
-stream a command's output, read a file, reach its Docker Engine.  An *EventSource* turns a node
-into typed events (model.py) for the engine: collectors for ssh/local, the simulation for sim.
+stream a command's output, read a file, reach its Docker Engine.  The event-source contract the
+engine consumes lives in the core (sparktui/sources.py); it is re-exported here for the backends.
 """
 
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, AsyncIterator, Callable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, AsyncIterator, Protocol, Sequence, runtime_checkable
+
+from ..sources import Emit, EventSource  # noqa: F401  (re-exported: backends and collectors import them here)
 
 if TYPE_CHECKING:  # docker is imported lazily: `sparktui --help` must stay fast
     import docker
-
-    from ..model import Event
 
 
 class NodeError(Exception):
@@ -93,17 +93,6 @@ class Node(Protocol):
     # it (SSH direct-tcpip on ssh nodes).  Probes use it when present (e.g. NCCL RAS on 28028).
     # Optional: ``async local_port(host, port) -> (addr, port)``, an address on the operator's machine
     # reaching host:port as the node sees it (a local port forward on ssh nodes), for HTTP clients.
-
-
-Emit = Callable[["Event"], None]
-
-
-class EventSource(Protocol):
-    """Produces events for one node until cancelled.  ``emit`` is thread-safe and non-blocking."""
-
-    node_name: str
-
-    async def run(self, emit: Emit) -> None: ...
 
 
 async def port_open(host: str, port: int, timeout: float) -> bool:

@@ -1,0 +1,22 @@
+"""The event-source contract the engine consumes: something that turns one node into typed events
+(model.py) until cancelled.  Collectors implement it for ssh/local nodes, the simulation for sim.
+
+Core, below the engine and the node backends: the engine imports it from here, never from nodes/.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Protocol
+
+if TYPE_CHECKING:
+    from .model import Event
+
+Emit = Callable[["Event"], None]
+
+
+class EventSource(Protocol):
+    """Produces events for one node until cancelled.  ``emit`` is thread-safe and non-blocking."""
+
+    node_name: str
+
+    async def run(self, emit: Emit) -> None: ...
