@@ -60,6 +60,16 @@ class ContainerInfo:
         return self.id[:12]
 
 
+# sparktui's own short-lived containers (doctor's probes in an image) carry this label and name prefix;
+# they are not the cluster's: no pane row, no log source, no milestone
+PROBE_LABEL = "sparktui.probe"
+PROBE_PREFIX = "sparktui-probe-"
+
+
+def is_own_probe(info: ContainerInfo) -> bool:
+    return info.name.startswith(PROBE_PREFIX) or any(k == PROBE_LABEL for k, _ in info.labels)
+
+
 @dataclass(frozen=True, slots=True)
 class GpuProcess:
     pid: int

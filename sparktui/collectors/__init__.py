@@ -24,6 +24,7 @@ from .serving import serving_loop
 if TYPE_CHECKING:
     from ..config import Config, NodeConfig
     from ..nodes.base import Node
+    from ..sources import EventSource
 
 log = logging.getLogger(__name__)
 BACKOFF_MIN, BACKOFF_MAX = 0.5, 10.0
@@ -178,3 +179,15 @@ class NodeCollectors:
             await self.docker.close()
         await self.node.close()
 
+
+def make_sources(config: "Config", nodes: dict[str, "Node"]) -> list["EventSource"]:
+    """Collectors per node, plus a progress poller (RAS counts, vLLM /metrics) for the stall detector."""
+    from ..probes.progress import ProgressSource
+
+    sources: list["EventSource"] = [NodeCollectors(nodes[n.name], n, config) for n in config.nodes]
+    head = config.head.name
+    for n in config.nodes:
+        # /metrics is read on the head itself (the API listens there), so no port is exposed to us
+        url = f"http://127.0.0.1:{config.cluster.serve_port}/metrics" if n.name == head else None
+        sources.append(ProgressSource(nodes[n.name], metrics_url=url))
+    return sources

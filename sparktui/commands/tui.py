@@ -10,7 +10,8 @@ def run(args) -> int:
 
     config = load_config(getattr(args, "config", None))
     try:
-        from ..nodes import make_node, make_sources
+        from ..collectors import make_sources
+        from ..nodes import make_node
     except ImportError as exc:
         print(f"sparktui: node backends are not available in this build ({exc})", file=sys.stderr)
         return 2

@@ -22,8 +22,8 @@ from ..model import (
     LogLine,
     Milestone,
     MilestoneReached,
+    is_own_probe,
 )
-from ..probes.containers import is_own_probe
 from .catalogue import Catalogue, default_catalogue
 from .classifier import SourceScanner
 from .milestones import Rules

@@ -8,16 +8,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from ..model import ContainerInfo, ContainerState
-
-# sparktui's own short-lived containers (doctor's probes in an image) carry this label and name prefix;
-# they are not the cluster's: no pane row, no log source, no milestone
-PROBE_LABEL = "sparktui.probe"
-PROBE_PREFIX = "sparktui-probe-"
-
-
-def is_own_probe(info: ContainerInfo) -> bool:
-    return info.name.startswith(PROBE_PREFIX) or any(k == PROBE_LABEL for k, _ in info.labels)
+# the probe-container convention lives in model.py (diagnosis reads it too); re-exported for probes
+from ..model import PROBE_LABEL, PROBE_PREFIX, ContainerInfo, ContainerState, is_own_probe  # noqa: F401
 
 
 # docker events (type container) that change what the pane shows

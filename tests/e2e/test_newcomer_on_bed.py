@@ -22,7 +22,8 @@ import pytest
 from sparktui.config import load_config
 from sparktui.engine import Engine
 from sparktui.model import ContainerChanged, ContainersSnapshot, MemorySample, MilestoneReached
-from sparktui.nodes import make_node, make_sources
+from sparktui.collectors import make_sources
+from sparktui.nodes import make_node
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,8 @@ import pytest
 from sparktui.config import load_config
 from sparktui.engine import Engine
 from sparktui.model import ContainerChanged, ContainerState, DockerStatus, GpuSample, MemorySample, NodeReachability
-from sparktui.nodes import make_node, make_sources
+from sparktui.collectors import make_sources
+from sparktui.nodes import make_node
 from sparktui.session import Session
 
 pytestmark = pytest.mark.e2e
