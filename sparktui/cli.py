@@ -185,12 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
     it.add_argument("--timeout", type=float, default=10.0, help="seconds to connect to each node (default 10)")
     cp = sub.add_parser("completion", help="print a shell completion script (bash or zsh)")
     cp.add_argument("shell", choices=("bash", "zsh"))
-    # contract commands whose module is not in this build say so in --help (find_spec imports nothing)
+    # --help lists only the commands this build has (find_spec imports nothing); main() answers the
+    # others in one line
     import importlib.util
 
-    for action in sub._choices_actions:
-        if importlib.util.find_spec("sparktui.commands." + action.dest.replace("-", "_")) is None:
-            action.help = f"{action.help} [not in this build yet]"
+    sub._choices_actions[:] = [a for a in sub._choices_actions
+                               if importlib.util.find_spec("sparktui.commands." + a.dest.replace("-", "_")) is not None]
     return p
 
 

@@ -22,6 +22,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 from ..config import Config
 from ..model import ActionEvent, Finding
 from ..nodes.base import Node
+from . import registry
 from .errors import ActionFailed, ActionRefused  # defined below lock.py, which raises them; imported from here
 
 ConfirmFn = Callable[[str, str], Awaitable[bool]]  # (title, detail) -> yes?
@@ -171,6 +172,13 @@ class Action:
     title: str = "Action"
     mutating: bool = False
     findings: list[Finding]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # a class the registry names takes its identity from the entry: one place for name, title, mutating
+        super().__init_subclass__(**kwargs)
+        entry = registry.entry_of_class(cls.__module__, cls.__qualname__)
+        if entry is not None:
+            cls.name, cls.title, cls.mutating = entry.name, entry.title, entry.mutating
 
     async def execute(self, ctx: ActionContext) -> ActionResult:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -40,9 +40,6 @@ async def resolve_image(ctx: ActionContext, head: Node) -> str:
 
 
 class DoctorAction(Action):
-    name = "doctor"
-    title = "Doctor: preflight checks"
-    mutating = False
     raises_findings = True  # its findings come from checks, not logs: faces add them to the cluster's
 
     def __init__(self) -> None:

@@ -72,10 +72,6 @@ def _shutdown_stream(resp) -> None:
 
 
 class BuildImageAction(Action):
-    name = "build-image"
-    title = "Build the hybrid image"
-    mutating = True
-
     def __init__(self, base: str | None = None, tag: str | None = None, node: str | None = None) -> None:
         self.base, self.tag, self.node_name = base, tag, node
         self.findings: list[Finding] = []

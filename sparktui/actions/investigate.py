@@ -29,11 +29,7 @@ DEFAULT_INTERVAL = 25.0
 _FR_ENV = ("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
 
 
-class Investigate(Action):
-    name = "investigate"
-    title = "Investigate a hang"
-    mutating = False
-
+class InvestigateAction(Action):
     def __init__(self, *, interval: float = DEFAULT_INTERVAL, bundle: str | None = None, gpu_samples: int = 3,
                  use_pyspy: bool = True, run_dir: str | None = None, ras_port: int | None = None,
                  pids: dict[str, list[int]] | None = None, fr_wait: float = 8.0) -> None:

@@ -33,10 +33,6 @@ from .lock import owner_labels
 
 
 class LaunchAction(Action):
-    name = "launch"
-    title = "Launch the cluster"
-    mutating = True
-
     def __init__(self, *, replace: bool = False, timeout: float | None = None) -> None:
         self.replace = replace
         self.timeout = timeout

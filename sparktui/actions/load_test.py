@@ -351,10 +351,6 @@ async def target_of(config: Any, nodes: Any) -> tuple[str, str, str | None, str]
 class LoadTestAction(Action):
     """The registry's "load-test": not mutating (it only sends chat requests)."""
 
-    name = "load-test"
-    title = "Load test the API"
-    mutating = False
-
     def __init__(self, spec: LoadSpec | None = None, on_progress: Callable[[LoadProgress], None] | None = None) -> None:
         self.spec = spec or LoadSpec()
         self.on_progress = on_progress

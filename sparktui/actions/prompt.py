@@ -143,10 +143,6 @@ class History:
 class PromptAction(Action):
     """One smoke prompt (``text``, default the canned "hello") through the cluster's API."""
 
-    name = "prompt"
-    title = "Test prompt"
-    mutating = False
-
     def __init__(self, text: str | None = None, thinking: bool | None = None, max_tokens: int | None = None) -> None:
         first = canned()[0]
         self.text = text or first.text

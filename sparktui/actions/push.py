@@ -61,10 +61,6 @@ def push_progress(sent: int, size: int, seconds: float) -> str:
 
 
 class PushImageAction(Action):
-    name = "push-image"
-    title = "Copy the image node-to-node"
-    mutating = True
-
     def __init__(self, image: str | None = None, source: str | None = None, targets: list[str] | None = None) -> None:
         self.image, self.source, self.targets = image, source, targets
         self.findings: list[Finding] = []

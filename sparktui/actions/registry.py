@@ -1,18 +1,21 @@
-"""The guided actions the faces offer.  Each entry names the module and class that implement it;
-an entry whose module (or class) cannot be imported is simply not offered, so the TUI runs with
-whatever the build contains.  No Textual here.
+"""The guided actions the faces offer: one entry per action, the one place its name, title, key and
+whether it changes a node ("mutating") are written.  The Action class an entry names takes them from
+here (Action.__init_subclass__); which TUI screen shows an action is the TUI's business
+(tui/action_screens.py).  No Textual here, and no import at run time: this sits below actions/base.py.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-import inspect
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .base import Action
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -23,54 +26,51 @@ class ActionEntry:
     cls: str
     mutating: bool
     key: str  # Textual key name in the TUI
-    screen: str = ""  # optional "module:Class" of a richer TUI screen, built like ActionScreen(entry, cls)
 
 
-ENTRIES: tuple[ActionEntry, ...] = (
+BUILT_IN: tuple[ActionEntry, ...] = (
     ActionEntry("doctor", "Doctor: preflight checks", "sparktui.actions.doctor", "DoctorAction", False, "d"),
     ActionEntry("validate", "Validate image + model on one node", "sparktui.actions.validate", "ValidateAction", True, "v"),
     ActionEntry("build-image", "Build the hybrid image", "sparktui.actions.image", "BuildImageAction", True, "b"),
     ActionEntry("push-image", "Push the image node-to-node", "sparktui.actions.push", "PushImageAction", True, "p"),
-    ActionEntry("launch", "Launch the cluster", "sparktui.actions.launch", "LaunchAction", True, "l",
-                screen="sparktui.tui.launch:LaunchScreen"),
+    ActionEntry("launch", "Launch the cluster", "sparktui.actions.launch", "LaunchAction", True, "l"),
     ActionEntry("stop", "Stop the cluster on every node", "sparktui.actions.stop", "StopAction", True, "x"),
-    ActionEntry("prompt", "Test prompt through the API", "sparktui.actions.prompt", "PromptAction", False, "P",
-                screen="sparktui.tui.prompt:PromptScreen"),
-    ActionEntry("investigate", "Investigate an NCCL hang", "sparktui.actions.investigate", "Investigate", False, "i",
-                screen="sparktui.tui.investigate:InvestigateScreen"),
-    ActionEntry("load-test", "Load test the API", "sparktui.actions.load_test", "LoadTestAction", False, "T",
-                screen="sparktui.tui.load_test:LoadTestScreen"),
+    ActionEntry("prompt", "Test prompt through the API", "sparktui.actions.prompt", "PromptAction", False, "P"),
+    ActionEntry("investigate", "Investigate an NCCL hang", "sparktui.actions.investigate", "InvestigateAction", False,
+                "i"),
+    ActionEntry("load-test", "Load test the API", "sparktui.actions.load_test", "LoadTestAction", False, "T"),
 )
+ENTRIES: tuple[ActionEntry, ...] = BUILT_IN  # what the faces offer (a test may offer its own)
+
+
+def entry_of_class(module: str, cls: str) -> ActionEntry | None:
+    """The built-in entry that names class ``cls`` of ``module`` (a test's ENTRIES never rename a class)."""
+    return next((e for e in BUILT_IN if e.module == module and e.cls == cls), None)
+
+
+class ActionUnavailable(ImportError):
+    """An entry's module is in this build but does not import, or lacks the class it names."""
+
+
+def load_or_raise(entry: ActionEntry) -> "type[Action]":
+    """The Action class of ``entry``; ActionUnavailable (with the cause chained) when it cannot be had."""
+    try:
+        module = importlib.import_module(entry.module)
+    except Exception as exc:
+        raise ActionUnavailable(f"{entry.name}: {entry.module} does not import: {type(exc).__name__}: {exc}") from exc
+    cls = getattr(module, entry.cls, None)
+    if cls is None or getattr(cls, "name", None) != entry.name:
+        raise ActionUnavailable(f"{entry.name}: {entry.module} has no action class {entry.cls}")
+    return cls
 
 
 def load(entry: ActionEntry) -> "type[Action] | None":
-    """The Action class of ``entry``, or None when it is not in this build.
-
-    The class is looked up by name, else as the one Action subclass whose ``name`` matches.
-    """
+    """The Action class of ``entry``, or None when this build cannot offer it; the reason is logged with
+    its traceback (a half-written module must not break the faces, nor go unexplained)."""
     try:
-        module = importlib.import_module(entry.module)
-    except Exception:  # a half-written or missing module must not break the faces
-        return None
-    from .base import Action
-
-    cls = getattr(module, entry.cls, None)
-    if inspect.isclass(cls) and issubclass(cls, Action):
-        return cls
-    for _, obj in inspect.getmembers(module, inspect.isclass):
-        if issubclass(obj, Action) and obj is not Action and getattr(obj, "name", None) == entry.name:
-            return obj
-    return None
-
-
-def load_screen(entry: ActionEntry) -> type | None:
-    """The entry's own screen class when it names one that imports, else None (generic screen)."""
-    if not entry.screen:
-        return None
-    module, _, name = entry.screen.partition(":")
-    try:
-        return getattr(importlib.import_module(module), name, None)
-    except Exception:
+        return load_or_raise(entry)
+    except ActionUnavailable:
+        log.exception("guided action %s is not offered", entry.name)
         return None
 
 

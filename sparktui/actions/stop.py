@@ -51,10 +51,6 @@ async def _exec(client, cid: str, argv: list[str], timeout: float = 30.0) -> Non
 class StopAction(Action):
     """Stop serve and remove the cluster's containers on every node (by label and by name)."""
 
-    name = "stop"
-    title = "Stop the cluster"
-    mutating = True
-
     async def execute(self, ctx: ActionContext) -> ActionResult:
         c = ctx.config.cluster
         async with ctx.step("find", f"containers of {c.name} on {len(ctx.nodes)} nodes") as rec:

@@ -56,10 +56,6 @@ def env_for_image(info: ImageInfo, mount: str, port: int, host: str, max_len: in
 
 
 class ValidateAction(Action):
-    name = "validate"
-    title = "Single-node validation"
-    mutating = True
-
     def __init__(self, node: str | None = None, image: str | None = None, timeout: float = 600.0) -> None:
         self.node_name, self.image, self.timeout = node, image, timeout
 

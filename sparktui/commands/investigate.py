@@ -71,7 +71,7 @@ def offline(args) -> int:
 
 async def _live(args) -> int:
     from ..actions.base import ActionContext
-    from ..actions.investigate import DEFAULT_INTERVAL, Investigate
+    from ..actions.investigate import DEFAULT_INTERVAL, InvestigateAction
     from ..config import load_config
     from ..logs.sanitize import safe
     from ..nodes import make_node
@@ -98,7 +98,8 @@ async def _live(args) -> int:
 
     await asyncio.gather(*(_connect(k, v) for k, v in nodes.items()))
     ctx = ActionContext(config, nodes, emit=show, read_only=bool(getattr(args, "read_only", False)))
-    action = Investigate(interval=args.interval if args.interval is not None else DEFAULT_INTERVAL, bundle=args.bundle)
+    action = InvestigateAction(interval=args.interval if args.interval is not None else DEFAULT_INTERVAL,
+                               bundle=args.bundle)
     try:
         result = await action.run(ctx)
     finally:

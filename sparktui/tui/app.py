@@ -17,9 +17,9 @@ from textual.app import App
 from ..actions import registry
 from ..actions.shared_timeline import operator_id
 from . import keymap
+from .action_screens import screen_for
 from .messages import EngineUpdated
 from .palette import SparkCommands
-from .screens.action import ActionScreen
 from .screens.help import HelpScreen
 from .screens.main import MainScreen
 from .screens.timeline import NoteModal, TimelineScreen
@@ -277,7 +277,7 @@ class SparkApp(App[int]):
         if cls is None:
             self.notify(f"{name}: not in this build", severity="warning")
             return
-        screen_cls = registry.load_screen(entry) or ActionScreen
+        screen_cls = screen_for(entry.name)
         self.push_screen(screen_cls(entry, cls))
 
     def make_action_context(self, *, emit: "EmitFn", confirm: "ConfirmFn") -> "ActionContext":

@@ -18,8 +18,7 @@ from sparktui.tui.launch import LaunchNodeRow, LaunchScreen, NodeTrack
 from sparktui.tui.screens.confirm import ConfirmModal
 
 URL = "http://127.0.0.1:8000"
-ENTRY = registry.ActionEntry("launch", "Launch the cluster", "sparktui.actions.launch", "LaunchAction", True, "l",
-                             screen="sparktui.tui.launch:LaunchScreen")
+ENTRY = registry.ActionEntry("launch", "Launch the cluster", "sparktui.actions.launch", "LaunchAction", True, "l")
 
 
 class ScriptedLaunch(Action):

@@ -337,7 +337,7 @@ async def test_live_investigation_takes_fr_dumps_through_the_pipe(tmp_path):
     import asyncio
 
     from sparktui.actions.base import ActionContext
-    from sparktui.actions.investigate import Investigate
+    from sparktui.actions.investigate import InvestigateAction
     from sparktui.config import parse_config
     from sparktui.nodes.local import LocalNode
 
@@ -357,8 +357,8 @@ async def test_live_investigation_takes_fr_dumps_through_the_pipe(tmp_path):
                 await asyncio.sleep(0.05)
         await asyncio.wait_for(ready(), 20)
         cfg = parse_config('[cluster]\nname = "t"\n[[node]]\nname = "here"\nbackend = "local"\n')
-        action = Investigate(interval=1.0, run_dir=str(run), ras_port=1, gpu_samples=1, use_pyspy=False,
-                             pids={"here": [p.pid for p in procs]}, bundle=str(tmp_path / "bundle"))
+        action = InvestigateAction(interval=1.0, run_dir=str(run), ras_port=1, gpu_samples=1, use_pyspy=False,
+                                   pids={"here": [p.pid for p in procs]}, bundle=str(tmp_path / "bundle"))
         events = []
         await action.run(ActionContext(cfg, {"here": LocalNode(cfg.nodes[0])}, emit=events.append))
     finally:
@@ -377,7 +377,7 @@ async def test_live_investigation_takes_fr_dumps_through_the_pipe(tmp_path):
 
 async def test_read_only_investigation_does_not_poke_the_pipe(tmp_path):
     from sparktui.actions.base import ActionContext
-    from sparktui.actions.investigate import Investigate
+    from sparktui.actions.investigate import InvestigateAction
     from sparktui.config import parse_config
     from sparktui.nodes.local import LocalNode
 
@@ -388,7 +388,7 @@ async def test_read_only_investigation_does_not_poke_the_pipe(tmp_path):
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
     try:
         cfg = parse_config('[cluster]\nname = "t"\n[[node]]\nname = "here"\nbackend = "local"\n')
-        action = Investigate(interval=0.5, ras_port=1, gpu_samples=1, use_pyspy=False, pids={"here": [p.pid]})
+        action = InvestigateAction(interval=0.5, ras_port=1, gpu_samples=1, use_pyspy=False, pids={"here": [p.pid]})
         await action.run(ActionContext(cfg, {"here": LocalNode(cfg.nodes[0])}, emit=lambda e: None, read_only=True))
         try:
             poked = os.read(reader, 64)
@@ -520,7 +520,7 @@ async def test_live_investigation_reads_a_dead_ranks_dump(tmp_path):
     import asyncio
 
     from sparktui.actions.base import ActionContext
-    from sparktui.actions.investigate import Investigate
+    from sparktui.actions.investigate import InvestigateAction
     from sparktui.config import parse_config
     from sparktui.nodes.local import LocalNode
 
@@ -538,8 +538,8 @@ async def test_live_investigation_reads_a_dead_ranks_dump(tmp_path):
                 await asyncio.sleep(0.05)
         await asyncio.wait_for(ready(), 20)
         cfg = parse_config('[cluster]\nname = "t"\n[[node]]\nname = "here"\nbackend = "local"\n')
-        action = Investigate(interval=0.5, run_dir=str(run), ras_port=1, gpu_samples=1, use_pyspy=False,
-                             pids={"here": [p.pid]})
+        action = InvestigateAction(interval=0.5, run_dir=str(run), ras_port=1, gpu_samples=1, use_pyspy=False,
+                                   pids={"here": [p.pid]})
         await action.run(ActionContext(cfg, {"here": LocalNode(cfg.nodes[0])}, emit=lambda e: None))
     finally:
         p.kill()

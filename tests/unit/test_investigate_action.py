@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.actions.base import ActionContext
-from sparktui.actions.investigate import Investigate
+from sparktui.actions.investigate import InvestigateAction
 from sparktui.config import parse_config
 from sparktui.diagnosis.evidence import read_bundle
 from sparktui.diagnosis.verdict import decide
@@ -102,8 +102,8 @@ async def test_local_investigation_desync(workers, tmp_path):
             while not all((run_dir / f"worker_rank{r}.log").stat().st_size > 5000 for r in (0, 1)):
                 await asyncio.sleep(0.05)
         await asyncio.wait_for(printed(), 20)
-        action = Investigate(interval=1.0, bundle=str(tmp_path / "bundle"), run_dir=str(run_dir), ras_port=ras.port,
-                             gpu_samples=1, pids={"here": [p.pid for p in procs]})
+        action = InvestigateAction(interval=1.0, bundle=str(tmp_path / "bundle"), run_dir=str(run_dir), ras_port=ras.port,
+                                   gpu_samples=1, pids={"here": [p.pid for p in procs]})
         result = await action.run(ActionContext(cfg, {"here": node}, emit=events.append))
     assert not result.ok
     v = action.verdict
