@@ -23,9 +23,11 @@ MB = 1_000_000
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def image_finding(id: str, title: str, node: str = "", evidence=(), advice: str = "", severity: str = "error") -> Finding:
-    return Finding(id=id, severity=severity, title=title, source=f"{node}/image" if node else "image",  # type: ignore[arg-type]
-                   evidence=tuple(evidence), advice=advice, node=node)
+def image_finding(id: str, title: str, node_name: str = "", evidence=(), advice: str = "",
+                  severity: str = "error") -> Finding:
+    source = f"{node_name}/image" if node_name else "image"
+    return Finding(id=id, severity=severity, title=title, source=source,  # type: ignore[arg-type]
+                   evidence=tuple(evidence), advice=advice, node=node_name)
 
 
 def _unix_url(client) -> str:
@@ -72,8 +74,8 @@ def _shutdown_stream(resp) -> None:
 
 
 class BuildImageAction(Action):
-    def __init__(self, base: str | None = None, tag: str | None = None, node: str | None = None) -> None:
-        self.base, self.tag, self.node_name = base, tag, node
+    def __init__(self, base: str | None = None, tag: str | None = None, node_name: str | None = None) -> None:
+        self.base, self.tag, self.node_name = base, tag, node_name
         self.findings: list[Finding] = []
 
     async def execute(self, ctx: ActionContext) -> ActionResult:

@@ -364,20 +364,21 @@ class LaunchAction(Action):
         return info if info.healthy and info.models else None
 
     @staticmethod
-    def _note(ctx: ActionContext, node: str, item, seen: dict[str, list[str]], errs: list[Finding]) -> None:
+    def _note(ctx: ActionContext, node_name: str, item, seen: dict[str, list[str]], errs: list[Finding]) -> None:
         if isinstance(item, Finding):
-            if item.severity in ("error", "warning") and all(f.id != item.id or f.node != node for f in errs):
+            if item.severity in ("error", "warning") and all(f.id != item.id or f.node != node_name for f in errs):
                 errs.append(item)
-                ctx.emit("finding", "warn" if item.severity == "error" else "info", item.title, node=node, key=item.id)
+                ctx.emit("finding", "warn" if item.severity == "error" else "info", item.title, node=node_name,
+                         key=item.id)
             return
         mid = getattr(item, "id", None)
         if not mid:
             return
-        have = seen.setdefault(node, [])
+        have = seen.setdefault(node_name, [])
         if mid not in have or (mid == "weights_loading" and item.progress is not None):
             if mid not in have:
                 have.append(mid)
-            ctx.emit("milestone", "progress", item.text, progress=item.progress, node=node, key=mid)
+            ctx.emit("milestone", "progress", item.text, progress=item.progress, node=node_name, key=mid)
 
     # ------------------------------------------------------------------ failure and cleanup
     async def _exited(self, plan: ClusterPlan) -> dict[str, str]:
@@ -417,10 +418,10 @@ class LaunchAction(Action):
         return ActionResult(self.name, False, f"{summary} (the launch's containers are removed)", findings=findings,
                             data=data)
 
-    async def _remove(self, node: str, name: str) -> None:
+    async def _remove(self, node_name: str, name: str) -> None:
         import docker.errors
 
-        client = self._clients[node]
+        client = self._clients[node_name]
         try:
             await asyncio.to_thread(client.api.remove_container, name, force=True)
         except docker.errors.NotFound:

@@ -56,8 +56,8 @@ def env_for_image(info: ImageInfo, mount: str, port: int, host: str, max_len: in
 
 
 class ValidateAction(Action):
-    def __init__(self, node: str | None = None, image: str | None = None, timeout: float = 600.0) -> None:
-        self.node_name, self.image, self.timeout = node, image, timeout
+    def __init__(self, node_name: str | None = None, image: str | None = None, timeout: float = 600.0) -> None:
+        self.node_name, self.image, self.timeout = node_name, image, timeout
 
     async def execute(self, ctx: ActionContext) -> ActionResult:
         c = ctx.config.cluster

@@ -7,4 +7,4 @@ def run(args) -> int:
     from ..actions.cli_runner import run_action
     from ..actions.image import BuildImageAction
 
-    return run_action(args, lambda _c: BuildImageAction(base=args.base, tag=args.tag, node=args.node))
+    return run_action(args, lambda _c: BuildImageAction(base=args.base, tag=args.tag, node_name=args.node))

@@ -7,4 +7,4 @@ def run(args) -> int:
     from ..actions.cli_runner import run_action
     from ..actions.validate import ValidateAction
 
-    return run_action(args, lambda _c: ValidateAction(node=args.node, image=args.image, timeout=args.timeout))
+    return run_action(args, lambda _c: ValidateAction(node_name=args.node, image=args.image, timeout=args.timeout))

@@ -68,23 +68,23 @@ def parse_compute_apps(text: str) -> list[GpuProcess]:
     return procs
 
 
-def gpu_sample(node: str, query_rc: int, query_out: str, apps_rc: int | None = None, apps_out: str = "",
+def gpu_sample(node_name: str, query_rc: int, query_out: str, apps_rc: int | None = None, apps_out: str = "",
                err: str = "") -> GpuSample:
     """Build a sample from the two commands' exit codes and output."""
     if query_rc == 127 or "not found" in err.lower() and query_rc != 0:
-        return GpuSample(node=node, gpus=(), available=False, error="nvidia-smi not found")
+        return GpuSample(node=node_name, gpus=(), available=False, error="nvidia-smi not found")
     if query_rc != 0:
         msg = (query_out.strip() or err.strip() or f"exit {query_rc}").splitlines()[0]
-        return GpuSample(node=node, gpus=(), available=True, error=f"nvidia-smi: {msg}")
+        return GpuSample(node=node_name, gpus=(), available=True, error=f"nvidia-smi: {msg}")
     try:
         gpus = parse_query_gpu(query_out)
         procs = parse_compute_apps(apps_out) if apps_rc == 0 else []
     except ValueError as exc:
-        return GpuSample(node=node, gpus=(), available=True, error=str(exc))
+        return GpuSample(node=node_name, gpus=(), available=True, error=str(exc))
     if procs and gpus:
         # compute-apps here has no GPU column; a Spark has one GPU, so they belong to it
         gpus[0] = _with_procs(gpus[0], tuple(procs))
-    return GpuSample(node=node, gpus=tuple(gpus), available=True)
+    return GpuSample(node=node_name, gpus=tuple(gpus), available=True)
 
 
 def _with_procs(g: GpuInfo, procs: tuple[GpuProcess, ...]) -> GpuInfo:

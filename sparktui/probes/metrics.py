@@ -221,11 +221,11 @@ def rates(prev: MetricsSnapshot, prev_t: float, cur: MetricsSnapshot, cur_t: flo
     )
 
 
-def serving_sample(node: str, snap: MetricsSnapshot, r: Rates | None, **kw) -> ServingSample:
+def serving_sample(node_name: str, snap: MetricsSnapshot, r: Rates | None, **kw) -> ServingSample:
     """The event for one scrape (``r``: rates since the previous one, None on the first)."""
     error = None if snap.vllm_series else "no vLLM series in /metrics"
     return ServingSample(
-        node=node, up=True, error=error,
+        node=node_name, up=True, error=error,
         running=snap.running, waiting=snap.waiting, kv_cache_usage=snap.kv_cache_usage,
         requests_total=snap.request_success, prompt_tokens_total=snap.prompt_tokens,
         generation_tokens_total=snap.generation_tokens,

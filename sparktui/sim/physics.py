@@ -35,8 +35,8 @@ class NodeSnapshot:
     load: float  # 1-min load average
 
 
-def _rng(node: str, t: float, what: str) -> random.Random:
-    return random.Random(f"{node}:{what}:{int(t)}")
+def _rng(node_name: str, t: float, what: str) -> random.Random:
+    return random.Random(f"{node_name}:{what}:{int(t)}")
 
 
 def _phase_at(phases: list[Phase], t: float) -> tuple[str, float]:
@@ -58,8 +58,8 @@ def _started(phases: list[Phase], name: str, t: float) -> Phase | None:
     return None
 
 
-def proc_gib(scene: Scene, node: str, t: float) -> float:
-    phases = scene.phases.get(node, [])
+def proc_gib(scene: Scene, node_name: str, t: float) -> float:
+    phases = scene.phases.get(node_name, [])
     name, _ = _phase_at(phases, t)
     if name in ("idle", "dead"):
         return 0.0
@@ -83,22 +83,22 @@ def psi_some(used_frac_avail: float) -> float:
     return 0.0 if used_frac_avail >= 0.10 else min(85.0, (0.10 - used_frac_avail) * 650.0)
 
 
-def _avail_frac(scene: Scene, node: str, t: float) -> float:
-    used = IDLE_USED + (RAY_USED if t >= 1.0 else 0.0) + proc_gib(scene, node, t) * GIB
+def _avail_frac(scene: Scene, node_name: str, t: float) -> float:
+    used = IDLE_USED + (RAY_USED if t >= 1.0 else 0.0) + proc_gib(scene, node_name, t) * GIB
     return max(0.0, MEM_TOTAL - used) / MEM_TOTAL
 
 
-def serving_load(node: str, t: float) -> float:
+def serving_load(node_name: str, t: float) -> float:
     """0..1 request load while serving: changes every 10 s, deterministic."""
-    r = _rng(node, t // 10, "load")
+    r = _rng(node_name, t // 10, "load")
     return 0.35 + 0.6 * r.random()
 
 
-def snapshot(scene: Scene, node: str, t: float, gpu_pid: int, gpu_name: str) -> NodeSnapshot:
-    phases = scene.phases.get(node, [])
+def snapshot(scene: Scene, node_name: str, t: float, gpu_pid: int, gpu_name: str) -> NodeSnapshot:
+    phases = scene.phases.get(node_name, [])
     name, frac = _phase_at(phases, t)
-    pg = proc_gib(scene, node, t)
-    rng = _rng(node, t, "mem")
+    pg = proc_gib(scene, node_name, t)
+    rng = _rng(node_name, t, "mem")
     used = IDLE_USED + (RAY_USED if t >= 1.0 else 0.0) + pg * GIB + rng.uniform(-40e6, 40e6)
     used = min(used, MEM_TOTAL - 0.35e9)
     # safetensors reads fill the page cache; it is squeezed when memory runs out
@@ -110,7 +110,7 @@ def snapshot(scene: Scene, node: str, t: float, gpu_pid: int, gpu_name: str) -> 
     cache = max(0.4e9, min(cache, MEM_TOTAL - used - 0.3e9))
     dead = _started(phases, "dead", t)
     if dead is not None:  # evicted page cache does not come back when the process dies
-        cache = min(cache, snapshot(scene, node, max(0.0, dead.at - 0.5), gpu_pid, gpu_name).memory.cached)
+        cache = min(cache, snapshot(scene, node_name, max(0.0, dead.at - 0.5), gpu_pid, gpu_name).memory.cached)
     avail = MEM_TOTAL - used
     af = avail / MEM_TOTAL
     some = psi_some(af)
@@ -118,7 +118,7 @@ def snapshot(scene: Scene, node: str, t: float, gpu_pid: int, gpu_name: str) -> 
     mem = MemoryInfo(total=MEM_TOTAL, available=int(avail), cached=int(cache), swap_total=SWAP_TOTAL,
                      swap_free=int(SWAP_TOTAL - min(swap_used, SWAP_TOTAL)),
                      psi_some_avg10=round(some, 2), psi_full_avg10=round(some * 0.45, 2))
-    g = _rng(node, t, "gpu")
+    g = _rng(node_name, t, "gpu")
     if name in ("idle", "dead", "stall", "ctx"):
         util, power, clock, temp = 0.0, g.uniform(4.2, 5.1) + (1.2 if name in ("ctx", "stall") else 0), 850, 38
     elif name == "weights":
@@ -132,7 +132,7 @@ def snapshot(scene: Scene, node: str, t: float, gpu_pid: int, gpu_name: str) -> 
     elif name == "spin":
         util, power, clock, temp = g.uniform(95.0, 97.0), g.uniform(15.0, 21.0), 2405, 47
     else:  # serving
-        ld = serving_load(node, t)
+        ld = serving_load(node_name, t)
         util, power, clock, temp = 60 + 37 * ld * g.uniform(0.95, 1.0), 35 + 40 * ld + g.uniform(-2, 2), 2405, 50 + 15 * ld
     procs = ()
     if pg > 0:

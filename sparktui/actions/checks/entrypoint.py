@@ -22,7 +22,7 @@ def passes_args(script_text: str) -> bool:
     return bool(_PASSES_ARGS.search(script_text))
 
 
-def entrypoint_result(node: str, info: ImageInfo, script_text: str | None, workdir_files: tuple[str, ...] | None,
+def entrypoint_result(node_name: str, info: ImageInfo, script_text: str | None, workdir_files: tuple[str, ...] | None,
                       has_ray: bool | None) -> list[CheckResult]:
     ev = [f"Entrypoint {list(info.entrypoint) or None}  Cmd {list(info.cmd) or None}  WorkingDir {info.working_dir or '/'}"]
     cfg_env = sorted(k for k in info.env_map if _CONFIG_ENV.match(k))
@@ -36,19 +36,19 @@ def entrypoint_result(node: str, info: ImageInfo, script_text: str | None, workd
                "arguments), or override it (--entrypoint python3 ... -m vllm.entrypoints.openai.api_server)"
                if cfg_env else "override it with --entrypoint")
         out.append(warn("entrypoint", f"custom ENTRYPOINT {info.entrypoint[0]} will receive "
-                        f"`{LAUNCH_CMD} ...` as arguments and {why}", node, ev,
+                        f"`{LAUNCH_CMD} ...` as arguments and {why}", node_name, ev,
                         f"for the cluster start use `sparktui build-image` (the hybrid clears ENTRYPOINT); "
                         f"alone: {how}", "docker_entrypoint_error", data={"mode": "env", "env": cfg_env}))
     if workdir_files is not None and LAUNCH_CMD[2:] not in workdir_files:
         out.append(warn("entrypoint_launcher", f"no {LAUNCH_CMD[2:]} in WORKDIR {info.working_dir or '/'}: "
-                        "the cluster launcher cannot start this image", node, ev,
+                        "the cluster launcher cannot start this image", node_name, ev,
                         "build FROM an image that has it (vllm-node), or COPY it into the WORKDIR",
                         "docker_entrypoint_error"))
     if has_ray is False:
-        out.append(warn("entrypoint_ray", "no `ray` in the image: the Ray-based cluster start needs it", node, ev,
+        out.append(warn("entrypoint_ray", "no `ray` in the image: the Ray-based cluster start needs it", node_name, ev,
                         "pip install 'ray[default]' in the image (or launch without Ray)", "broken_install"))
     if not out:
         mode = "passes arguments on" if info.entrypoint else "no ENTRYPOINT"
-        out.append(ok("entrypoint", f"{mode}: starts as `{LAUNCH_CMD} ...` / `vllm serve ...`", node, ev,
+        out.append(ok("entrypoint", f"{mode}: starts as `{LAUNCH_CMD} ...` / `vllm serve ...`", node_name, ev,
                       data={"mode": "args"}))
     return out

@@ -53,7 +53,7 @@ def gib(n: int) -> str:
     return f"{n / GIB:.1f} GiB"
 
 
-def fit_results(node: str, model_bytes: int, size_source: str, tp: int, mem_total: int, mem_available: int,
+def fit_results(node_name: str, model_bytes: int, size_source: str, tp: int, mem_total: int, mem_available: int,
                 util: float) -> list[CheckResult]:
     f = compute_fit(model_bytes, tp, mem_total, mem_available, util)
     ev = [f"model {gib(model_bytes)} ({size_source}) / TP {tp} = {gib(f.per_rank_weights)} of weights per node",
@@ -66,21 +66,22 @@ def fit_results(node: str, model_bytes: int, size_source: str, tp: int, mem_tota
     out: list[CheckResult] = []
     if not f.fits:
         out.append(fail("memory_fit", f"model does not fit at TP={tp}: {gib(f.needed)} needed per node, "
-                        f"{gib(f.reservation)} reservable", node, ev,
+                        f"{gib(f.reservation)} reservable", node_name, ev,
                         "raise tensor_parallel (more nodes), use a smaller quantisation, or raise "
                         "gpu_memory_utilization (practical ceiling on GB10: 0.85-0.90)",
                         "insufficient_free_memory", data=data))
     elif not f.free_ok:
-        out.append(fail("memory_fit", f"only {gib(mem_available)} free, vLLM will ask for {gib(f.reservation)}", node, ev,
+        out.append(fail("memory_fit", f"only {gib(mem_available)} free, vLLM will ask for {gib(f.reservation)}",
+                        node_name, ev,
                         "free memory first: stop other GPU users (GUI, VS Code server, old containers), drop the "
                         "page cache (sudo sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'), or lower "
                         "gpu_memory_utilization", "insufficient_free_memory", data=data))
     else:
         out.append(ok("memory_fit", f"fits at TP={tp}: {gib(f.per_rank_weights)} weights + "
-                      f"{gib(f.kv_left)} for KV per node", node, ev, data=data))
+                      f"{gib(f.kv_left)} for KV per node", node_name, ev, data=data))
     if tp > 1 and not f.fits_single_node:
         out.append(warn("memory_fit_single", f"one node alone cannot hold the model ({gib(f.single_node_needed)} "
-                        f"> {gib(f.reservation)}): single-node validation will end in an OOM", node,
+                        f"> {gib(f.reservation)}): single-node validation will end in an OOM", node_name,
                         [ev[0], ev[1]],
                         "expected for this model: `validate` then checks architecture support only and "
                         "reports the OOM as predicted; serve it with TP across the nodes",
