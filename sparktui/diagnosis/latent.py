@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 
 from .evidence import Evidence
-from .facts import RankFacts
+from .facts import RankFacts, rules_data
 
 # env that is per-process by nature and must not be diffed
 _PER_PROCESS = {"RANK", "LOCAL_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE", "CUDA_VISIBLE_DEVICES", "NCCL_DEBUG_FILE",
@@ -18,8 +18,11 @@ _PER_PROCESS = {"RANK", "LOCAL_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE", "CUDA_VI
 GIB = 1 << 30
 
 
-def _item(id_: str, severity: str, title: str, evidence: list[str], advice: str = "") -> dict:
-    return {"id": id_, "severity": severity, "title": title, "evidence": evidence, "advice": advice}
+def _item(key: str, evidence: list[str], **fmt) -> dict:
+    """An R7 item: its id and words from verdict_rules.toml's [latent.KEY], filled from ``fmt``."""
+    spec = rules_data()["latent"][key]
+    return {"id": spec["id"], "severity": "warning", "title": spec["title"].format(**fmt), "evidence": evidence,
+            "advice": spec["advice"].format(**fmt)}
 
 
 def env_diff(ranks: list[RankFacts]) -> dict[str, dict[str, str]]:
@@ -42,34 +45,26 @@ def latent_findings(ev: Evidence, ranks: list[RankFacts]) -> list[dict]:
     if socket_ranks:
         ev_lines = [f"{r.node}: {r.label}: " + (r.first("ib_no_device") or r.first("net_socket")).line[:160]
                     for r in socket_ranks[:4]]
-        items.append(_item("nccl_socket_transport", "warning", "NCCL runs over NET/Socket, not NET/IB (no RDMA)",
-                           ev_lines, "Give the container the RDMA devices (--device /dev/infiniband, IPC_LOCK, memlock) "
-                           "and check NCCL_IB_DISABLE is unset; expect NET/IB/…/GDRDMA on a Spark pair."))
+        items.append(_item("socket_transport", ev_lines))
     for r in ranks:
         m = r.first("ib_using")
         want = ev.expected_hcas.get(r.node) or []
         if m and len(want) >= 2 and m.groups[0].count("[") < 2:
-            items.append(_item("nccl_single_hca", "warning", f"{r.label}: NCCL uses one HCA of {len(want)}",
-                               [f"{r.node}: {m.line[:160]}"],
-                               "Pin NCCL_IB_HCA to both x4 halves (e.g. =" + ",".join(want) + ")."))
+            items.append(_item("single_hca", [f"{r.node}: {m.line[:160]}"], rank=r.label, hcas=len(want),
+                               want=",".join(want)))
         rings = r.first("rings")
         if m and rings and rings.groups[1] == "0":
-            items.append(_item("nccl_gdr_off", "warning", f"{r.label}: GPUDirect RDMA is off (GDR 0)",
-                               [f"{r.node}: {rings.line[:160]}"], "Check NCCL_NET_GDR_LEVEL / NCCL_NET_GDR_C2C."))
+            items.append(_item("gdr_off", [f"{r.node}: {rings.line[:160]}"], rank=r.label))
         b = r.first("bootstrap_if")
         if b and (b.groups[0] == "lo" or b.groups[0].startswith(("docker", "tailscale", "virbr", "lxcbr"))):
-            items.append(_item("wrong_network_interface", "warning",
-                               f"{r.label}: NCCL bootstrap bound to {b.groups[0]}", [f"{r.node}: {b.line[:160]}"],
-                               "Set NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME to the fabric interface on every node."))
+            items.append(_item("bootstrap_interface", [f"{r.node}: {b.line[:160]}"], rank=r.label,
+                               interface=b.groups[0]))
     diff = env_diff(ranks)
     if diff:
         lines = []
         for k, vals in diff.items():
             lines.append(f"{k}: " + " | ".join(f"{who}={v}" for who, v in vals.items()))
-        items.append(_item("nccl_env_mismatch", "warning", "Ranks run with different NCCL/Gloo/rendezvous settings: "
-                           + ", ".join(diff), lines,
-                           "Launch every rank with the same NCCL_*/GLOO_* settings (the IFNAME may differ only if "
-                           "the interface names do)."))
+        items.append(_item("env_mismatch", lines, names=", ".join(diff)))
     hosts = {}
     for r in ranks:
         ip = r.env.get("VLLM_HOST_IP")
@@ -78,17 +73,14 @@ def latent_findings(ev: Evidence, ranks: list[RankFacts]) -> list[dict]:
         hosts.setdefault(ip, set()).add(r.node)
         fab = ev.fabric_ips.get(r.node)
         if fab and not _same_subnet(ip, fab):
-            items.append(_item("ray_ip_mismatch", "warning", f"{r.label}: VLLM_HOST_IP {ip} is not on the fabric subnet",
-                               [f"{r.node}: VLLM_HOST_IP={ip}, fabric IP {fab}"], f"Set VLLM_HOST_IP={fab} on {r.node}."))
+            items.append(_item("host_ip_off_fabric", [f"{r.node}: VLLM_HOST_IP={ip}, fabric IP {fab}"], rank=r.label,
+                               ip=ip, fabric_ip=fab, node=r.node))
     for ip, nodes in hosts.items():
         if len(nodes) > 1:
-            items.append(_item("ray_ip_mismatch", "warning", f"Several nodes claim VLLM_HOST_IP={ip}",
-                               [f"{n}: VLLM_HOST_IP={ip}" for n in sorted(nodes)], "Each node needs its own fabric IP."))
+            items.append(_item("host_ip_shared", [f"{n}: VLLM_HOST_IP={ip}" for n in sorted(nodes)], ip=ip))
     libs = {r.label: (r.libnccl, r.libnccl_sha256) for r in ranks if r.libnccl_sha256}
     if len({sha for _, sha in libs.values()}) > 1:
-        items.append(_item("nccl_library_mismatch", "warning", "Ranks load different libnccl builds",
-                           [f"{who}: {path} sha256 {sha[:16]}" for who, (path, sha) in libs.items()],
-                           "Use one NCCL build everywhere (VLLM_NCCL_SO_PATH, or the same wheel)."))
+        items.append(_item("library_mismatch", [f"{who}: {path} sha256 {sha[:16]}" for who, (path, sha) in libs.items()]))
     for n in ev.nodes:
         for cid, s in n.containers.items():
             probs = []
@@ -103,10 +95,8 @@ def latent_findings(ev: Evidence, ranks: list[RankFacts]) -> list[dict]:
             if "SYS_PTRACE" not in caps and "CAP_SYS_PTRACE" not in caps and not s.get("Privileged"):
                 probs.append("no SYS_PTRACE (py-spy cannot attach)")
             if probs:
-                items.append(_item("container_settings", "warning", f"{n.node}: container {cid[:12]} settings",
-                                   [f"{n.node}: " + ", ".join(probs)],
-                                   "Launch with --network host --ipc host --shm-size 10g --cap-add SYS_PTRACE "
-                                   "--ulimit memlock=-1 (sparktui's pre-armed launch does)."))
+                items.append(_item("container_settings", [f"{n.node}: " + ", ".join(probs)], node=n.node,
+                                   container=cid[:12]))
     return items
 
 
