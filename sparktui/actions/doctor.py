@@ -15,6 +15,7 @@ from ..probes.model import ModelInfo, ModelProbeError, probe_model
 from .base import Action, ActionContext, ActionResult
 from .checks import CheckResult, fail, ok, skip, warn, worst
 from .checks.basics import RAY_PORTS, check_clocks, check_docker, check_ports, check_ssh, check_stale_container, check_versions
+from ..units import gib
 from .checks.entrypoint import entrypoint_result
 from .checks.fabric import fabric_results, gather_fabric
 from .checks.fit import fit_results, parse_meminfo
@@ -155,7 +156,7 @@ class DoctorAction(Action):
                 out.append(warn("model_path", "config.json has no `architectures`", n.name, [path], "check the model files",
                                 "model_path_missing"))
                 continue
-            size = f"{m.total_bytes / (1 << 30):.1f} GiB ({m.size_source})" if m.total_bytes else "size unknown"
+            size = f"{gib(m.total_bytes)} ({m.size_source})" if m.total_bytes else "size unknown"
             out.append(ok("model_path", f"{path}: {', '.join(m.architectures)} / {m.model_type or '?'}, {size}", n.name))
         return out
 

@@ -20,7 +20,8 @@ from ..model import Finding
 from ..nodes.base import Node, NodeError, quote_argv
 from ..probes.image import ImageNotFound, inspect_image
 from .base import ActionContext, ActionFailed, ActionResult
-from .image import MB, _finding, _KeepsFindings, default_image, image_exists
+from ..units import MB
+from .image import _finding, _KeepsFindings, default_image, image_exists
 
 # Constant pipeline; every variable part is a positional argument, never pasted into the script.
 # GNU dd counts the bytes between `docker save` and `ssh` (status=progress, once a second, on

@@ -22,7 +22,8 @@ from ..probes.serving import ServingError, chat, endpoint, server_info
 from .base import Action, ActionContext, ActionFailed, ActionResult
 from .checks.entrypoint import passes_args
 from .container_logs import LogPump
-from .checks.fit import compute_fit, gib, parse_meminfo
+from ..units import gib
+from .checks.fit import compute_fit, parse_meminfo
 from .image import default_image
 from .lock import LABEL_ACTION, LABEL_OPERATOR, LABEL_SESSION, owner_labels
 
