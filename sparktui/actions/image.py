@@ -7,7 +7,6 @@ cuts the build's HTTP stream (the daemon then cancels the build) and removes the
 from __future__ import annotations
 
 import asyncio
-import re
 import threading
 import time
 
@@ -18,9 +17,8 @@ from .base import Action, ActionContext, ActionFailed, ActionResult
 from .checks.entrypoint import passes_args
 from .dockerfile import HybridSpec, build_context, entries_from_model, render_dockerfile
 from ..model import Finding
+from ..logs.sanitize import strip_ansi
 
-MB = 1_000_000
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 def _finding(id: str, title: str, node: str = "", evidence=(), advice: str = "", severity: str = "error") -> Finding:
     return Finding(id=id, severity=severity, title=title, source=f"{node}/image" if node else "image",  # type: ignore[arg-type]
@@ -220,7 +218,7 @@ class BuildImageAction(_KeepsFindings):
                         state["error"] = chunk["error"].strip()
                     elif "aux" in chunk and "ID" in chunk["aux"]:
                         state["id"] = chunk["aux"]["ID"]
-                    text = _ANSI.sub("", chunk.get("stream", ""))  # the builder colours RUN's stderr
+                    text = strip_ansi(chunk.get("stream", ""))  # the builder colours RUN's stderr
                     for line in text.splitlines():
                         if line.strip():
                             state["lines"].append(line)
