@@ -16,7 +16,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..model import LogBatch, LogLine
-from ..probes.containers import parse_docker_time, rfc3339_ns
+from ..timefmt import parse as parse_docker_time, parse_ns as rfc3339_ns
 
 if TYPE_CHECKING:
     import docker

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from . import formats
 from .node import COMMANDS, SimFileNotFound, model_dir
-from .timeline import rfc3339_ns
+from ..timefmt import format_ns as rfc3339_ns
 
 if TYPE_CHECKING:
     from .node import SimNode
