@@ -25,10 +25,6 @@ STEP_STATUS = {"ok": "ok", "skip": "ok", "warn": "warn", "fail": "failed"}
 CHECK_WORD = {"fail": "failed", "warn": "warned", "ok": "ok", "skip": "skipped"}
 
 
-def model_path_for(ctx: ActionContext, node_name: str) -> str:
-    return ctx.config.node(node_name).model_path or ctx.config.cluster.model_path
-
-
 async def resolve_image(ctx: ActionContext, head: Node) -> str:
     c = ctx.config.cluster
     if c.hybrid_image:
@@ -139,7 +135,7 @@ class DoctorAction(Action):
     async def _models(self, ctx: ActionContext, nodes: list[Node], models: dict[str, ModelInfo]) -> list[CheckResult]:
         out = []
         for n in nodes:
-            path = model_path_for(ctx, n.name)
+            path = ctx.config.model_path_for(n.name)
             if not path:
                 out.append(fail("model_path", "no model_path configured", n.name, [],
                                 "set cluster.model_path (host path of the model directory)", "model_path_missing"))

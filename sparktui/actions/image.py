@@ -119,7 +119,7 @@ class BuildImageAction(_KeepsFindings):
                 rec.status, rec.message = "failed", str(exc)
                 return ActionResult(self.name, False, str(exc), findings=findings)
             arches, types = c.add_architectures, ()
-            path = ctx.config.node(node.name).model_path or c.model_path
+            path = ctx.config.model_path_for(node.name)
             model = None
             if path:
                 try:

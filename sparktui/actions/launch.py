@@ -162,7 +162,7 @@ class LaunchAction(Action):
                                      advice="`sparktui push-image` from the head so every node runs the same ID"))
         # the model on every node
         for np in plan.nodes:
-            path = next((h for h, v in np.volumes.items() if v["bind"] == (c.model_mount or "/models/model")), None)
+            path = next((h for h, v in np.volumes.items() if v["bind"] == ctx.config.model_mount), None)
             if not path:
                 continue
             res = await ctx.nodes[np.node].run(["test", "-e", f"{path}/config.json"], timeout=20)

@@ -73,8 +73,8 @@ class ValidateAction(Action):
         node = ctx.nodes[node_name]
         findings: list[Finding] = []
         image = self.image or await default_image(ctx, node)
-        path = ctx.config.node(node_name).model_path or c.model_path
-        mount = c.model_mount or "/models/model"
+        path = ctx.config.model_path_for(node_name)
+        mount = ctx.config.model_mount
         async with ctx.step("plan", f"{image} on {node_name}", node=node_name) as rec:
             try:
                 info = await inspect_image(node, image)
