@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Literal, Union
+from typing import Callable, Literal, Union
 
 Severity = Literal["error", "warning", "info"]
 SEVERITY_RANK: dict[str, int] = {"error": 0, "warning": 1, "info": 2}
@@ -355,6 +355,8 @@ Event = Union[
     Note,
     TimelineEntry,
 ]
+# what every producer of events (node sources, collectors, actions) is handed to report them
+Emit = Callable[[Event], None]
 
 MILESTONE_ORDER: tuple[str, ...] = (
     "container_started",

@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 
 from ..config import Config
-from ..model import ActionEvent, Finding
+from ..model import ActionEvent, Emit, Finding
 from ..nodes.base import Node
 
 ConfirmFn = Callable[[str, str], Awaitable[bool]]  # (title, detail) -> yes?
-EmitFn = Callable[[ActionEvent], None]
 
 
 class ActionRefused(Exception):
@@ -82,7 +81,7 @@ class ActionContext:
         config: Config,
         nodes: Mapping[str, Node],
         *,
-        emit: EmitFn | None = None,
+        emit: Emit | None = None,
         confirm: ConfirmFn | None = None,
         read_only: bool = False,
         assume_yes: bool = False,

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..nodes.base import NodeError
 from ..timefmt import local_clock, now_local
+from ..waiting import Backoff
 from .base import ActionRefused
 
 if TYPE_CHECKING:
@@ -324,7 +325,7 @@ class ClusterLock:
         broken only when ``ctx.break_lock`` or the operator confirms (``--yes`` alone never breaks
         someone else's lock: it answers for the action, not for the other operator)."""
         wait = bool(getattr(ctx, "lock_wait", False))
-        delay, told = 0.5, ""
+        pause, told = Backoff(0.5, 5.0), ""
         asked: set[str] = set()
         while True:
             holder = await self.try_acquire(action)
@@ -348,6 +349,5 @@ class ClusterLock:
             if line != told:
                 ctx.emit("lock", "progress", line)
                 told = line
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            await asyncio.sleep(pause.next())
 

@@ -37,10 +37,12 @@ from ..logs.sanitize import safe
 from ..model import ActionEvent, Note, TimelineEntry
 from ..nodes.base import NodeError
 from ..timefmt import format_ms, parse as parse_time
+from ..waiting import Backoff
 from .lock import cluster_dir
 
 if TYPE_CHECKING:
-    from ..nodes.base import Emit, Node
+    from ..model import Emit
+    from ..nodes.base import Node
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +143,7 @@ class TimelineWriter:
 
     # ------------------------------------------------------------------ the one writer task
     async def _drain(self) -> None:
-        delay = 0.5
+        pause = Backoff(0.5, RETRY_MAX)
         while self._pending:
             batch = self._batch()
             try:
@@ -153,10 +155,9 @@ class TimelineWriter:
                 log.warning("shared timeline: append on %s failed: %s", self.node.name, exc)
                 for line in reversed(batch.splitlines(keepends=True)):  # back in front, order kept
                     self._pending.appendleft(line)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MAX)
+                await asyncio.sleep(pause.next())
                 continue
-            delay = 0.5
+            pause.reset()
             self.last_error = None
             self.written += batch.count(b"\n")
 

@@ -23,6 +23,7 @@ from .base import Action, ActionContext, ActionFailed, ActionResult
 from .checks.entrypoint import passes_args
 from .container_logs import LogPump
 from ..units import gib
+from ..waiting import get_within
 from .checks.fit import compute_fit, parse_meminfo
 from .image import default_image
 from .lock import LABEL_ACTION, LABEL_OPERATOR, LABEL_SESSION, owner_labels
@@ -259,10 +260,7 @@ class ValidateAction(Action):
                     if left <= 0:
                         break
                     try:
-                        # asyncio.timeout, not wait_for: 3.11's wait_for loses a cancel (Ctrl+C) that
-                        # lands while the queue hands over a batch, and validate would run on
-                        async with asyncio.timeout(left):
-                            _, lines = await queue.get()
+                        _, lines = await get_within(queue, left)  # never loses a Ctrl+C (waiting.py)
                     except TimeoutError:
                         break
                     if lines is None:

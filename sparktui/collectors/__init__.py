@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 
 from ..model import NodeReachability
 from ..nodes.base import HostKeyError, NodeError, port_open
-from .docker_watch import DockerWatch, LogState
+from ..waiting import Backoff
+from .docker_watch import BACKOFF_MAX, BACKOFF_MIN, DockerWatch, LogState
 from .samplers import GpuLoop, links_loop, memory_loop
 from .serving import serving_loop
 
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from ..nodes.base import Node
 
 log = logging.getLogger(__name__)
-BACKOFF_MIN, BACKOFF_MAX = 0.5, 10.0
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class NodeCollectors:
         self._asked: set[str] = set()  # fingerprints already refused: do not ask again
 
     async def run(self, emit: Callable[[object], None]) -> None:
-        backoff = BACKOFF_MIN
+        backoff = Backoff(BACKOFF_MIN, BACKOFF_MAX)
         down_since: float | None = None
         backend = self.cfg.backend
         while True:
@@ -68,9 +68,9 @@ class NodeCollectors:
                 if await self._ask(exc, emit, down_since or time.time()):
                     continue
             except NodeError as exc:
-                error, delay = str(exc), backoff
+                error, delay = str(exc), backoff.next()
             else:
-                backoff = BACKOFF_MIN
+                backoff.reset()
                 down_since = None
                 emit(NodeReachability(node=self.node_name, reachable=True, backend=backend))
                 reason = await self._connected(emit)
@@ -83,7 +83,6 @@ class NodeCollectors:
             emit(NodeReachability(node=self.node_name, reachable=False, since=down_since, error=error,
                                   retry_in=delay, backend=backend))
             await self._wait_retry(delay)
-            backoff = min(backoff * 2, BACKOFF_MAX)
 
     async def _ask(self, exc: HostKeyError, emit, since: float) -> bool:
         prompt = self.host_key_prompt

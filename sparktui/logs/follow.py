@@ -91,22 +91,6 @@ def start_thread(fn: Callable[[], Any], name: str) -> "asyncio.Future[Any]":
     return fut
 
 
-async def get_within(q: "asyncio.Queue[Any]", timeout: float) -> Any:
-    """``q.get()`` with a timeout that never swallows a cancellation (Python 3.11's wait_for can,
-    when the item and the cancel arrive together)."""
-    getter = asyncio.ensure_future(q.get())
-    try:
-        done, _ = await asyncio.wait({getter}, timeout=timeout)
-    except asyncio.CancelledError:
-        getter.cancel()
-        raise
-    if not done:
-        getter.cancel()
-        if not (getter.done() and not getter.cancelled()):
-            raise asyncio.TimeoutError
-    return getter.result()
-
-
 def in_thread(fn: Callable[..., Any], *args: Any, **kw: Any) -> "asyncio.Future[Any]":
     """A blocking SDK call in its own daemon thread.  Unlike ``asyncio.to_thread`` (the default
     executor), a call stuck on a dead socket never holds up the loop's shutdown."""

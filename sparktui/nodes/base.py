@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, AsyncIterator, Callable, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, AsyncIterator, Protocol, Sequence, runtime_checkable
 
 if TYPE_CHECKING:  # docker is imported lazily: `sparktui --help` must stay fast
     import docker
 
-    from ..model import Event
+    from ..model import Emit
 
 
 class NodeError(Exception):
@@ -93,9 +93,6 @@ class Node(Protocol):
     # it (SSH direct-tcpip on ssh nodes).  Probes use it when present (e.g. NCCL RAS on 28028).
     # Optional: ``async local_port(host, port) -> (addr, port)``, an address on the operator's machine
     # reaching host:port as the node sees it (a local port forward on ssh nodes), for HTTP clients.
-
-
-Emit = Callable[["Event"], None]
 
 
 class EventSource(Protocol):

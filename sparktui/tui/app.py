@@ -27,7 +27,8 @@ from .terminal_safe import TerminalSafe
 from .themes import DEFAULT_THEME, load_themes
 
 if TYPE_CHECKING:
-    from ..actions.base import ActionContext, ConfirmFn, EmitFn
+    from ..actions.base import ActionContext, ConfirmFn
+    from ..model import Emit
     from ..engine import Engine
     from ..nodes.base import Node
 
@@ -280,7 +281,7 @@ class SparkApp(App[int]):
         screen_cls = registry.load_screen(entry) or ActionScreen
         self.push_screen(screen_cls(entry, cls))
 
-    def make_action_context(self, *, emit: "EmitFn", confirm: "ConfirmFn") -> "ActionContext":
+    def make_action_context(self, *, emit: "Emit", confirm: "ConfirmFn") -> "ActionContext":
         from ..actions.base import ActionContext
 
         ctx = ActionContext(self.engine.config, self._node_handles(), emit=emit, confirm=confirm, read_only=self.read_only)
