@@ -1,8 +1,8 @@
 """More detectors that generalise (issue 12, part c): launcher ssh failures, parallel-layout checks,
 model files, NCCL init/network/mismatch wordings, Ray worker exits and placement demands.
 
-One test (or one row of tests/fixtures/named_first.toml) per detector, on a held-in excerpt of the corpus (``score_corpus.part_of`` decides; a
-held-out file is refused) or on a real line quoted from a held-in case.  Held-out cases are only
+One test (or one row of tests/fixtures/named_first.toml) per detector, on a held-in excerpt of the
+corpus (``score_corpus.part_of`` decides; a held-out file is refused) or on a real line quoted from a held-in case.  Held-out cases are only
 ever measured by ``scripts/score_corpus.py --part out``.
 """
 
