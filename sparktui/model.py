@@ -122,6 +122,16 @@ class LinkInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class HostKeyOffer:
+    """A host key the node offered that known_hosts does not vouch for: what a person must judge."""
+
+    host: str
+    fingerprint: str  # SHA256:...
+    changed: bool  # known_hosts holds another key for this host: possibly a man in the middle
+    hint: str = ""  # how to check it on the node's console
+
+
+@dataclass(frozen=True, slots=True)
 class NodeReachability:
     node: str
     reachable: bool
@@ -130,6 +140,7 @@ class NodeReachability:
     error: str | None = None
     retry_in: float | None = None
     backend: str = ""  # ssh / local / sim
+    host_key: HostKeyOffer | None = None  # unreachable because nobody vouched for this key yet
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,11 @@ def human_bytes(n: float) -> str:
     return f"{n} B"  # unreachable: the loop returns at GiB
 
 
+def mib(n: int) -> str:
+    """MiB to one decimal from 1 MiB up (file limits read alike: '1024.0 MiB'), whole bytes below."""
+    return f"{n / MIB:.1f} MiB" if n >= MIB else f"{n} bytes"
+
+
 def gib(n: float | None, unit: str = " GiB") -> str:
     """Bytes in GiB to one decimal, '?' when unknown; unit='' where the column names the unit once."""
     return "?" if n is None else f"{n / GIB:.1f}{unit}"

@@ -37,7 +37,7 @@ ENTRIES: tuple[ActionEntry, ...] = (
     ActionEntry("prompt", "Test prompt through the API", "sparktui.actions.prompt", "PromptAction", False, "P",
                 screen="sparktui.tui.prompt:PromptScreen"),
     ActionEntry("investigate", "Investigate an NCCL hang", "sparktui.actions.investigate", "Investigate", False, "i",
-                screen="sparktui.tui.investigate:InvestigateScreen"),
+                screen="sparktui.tui.screens.investigate:InvestigateScreen"),
     ActionEntry("load-test", "Load test the API", "sparktui.actions.load_test", "LoadTestAction", False, "T",
                 screen="sparktui.tui.load_test:LoadTestScreen"),
 )

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Callable
 
-from ..model import NodeReachability
+from ..model import HostKeyOffer, NodeReachability
 from ..nodes.base import HostKeyError, NodeError, port_open
 from ..waiting import Backoff
 from .docker_watch import BACKOFF_MAX, BACKOFF_MIN, DockerWatch, LogState
@@ -40,6 +40,10 @@ class Intervals:
     serving_idle: float = 10.0  # while nothing listens on the serve port
 
 
+def _offer(exc: HostKeyError) -> HostKeyOffer:
+    return HostKeyOffer(exc.host, exc.fingerprint, exc.changed, exc.hint)
+
+
 class NodeCollectors:
     def __init__(self, node: "Node", node_cfg: "NodeConfig", config: "Config | None" = None,
                  intervals: Intervals | None = None) -> None:
@@ -61,10 +65,12 @@ class NodeCollectors:
         down_since: float | None = None
         backend = self.cfg.backend
         while True:
+            offer = None  # the host key facts a face shows a person, on the reachability event
             try:
                 await self.node.connect()
             except HostKeyError as exc:
                 error, delay = str(exc), BACKOFF_MAX  # needs a person: no point retrying fast
+                offer = _offer(exc)
                 if await self._ask(exc, emit, down_since or time.time()):
                     continue
             except NodeError as exc:
@@ -81,7 +87,7 @@ class NodeCollectors:
                 continue
             down_since = down_since or time.time()
             emit(NodeReachability(node=self.node_name, reachable=False, since=down_since, error=error,
-                                  retry_in=delay, backend=backend))
+                                  retry_in=delay, backend=backend, host_key=offer))
             await self._wait_retry(delay)
 
     async def _ask(self, exc: HostKeyError, emit, since: float) -> bool:
@@ -89,7 +95,7 @@ class NodeCollectors:
         if prompt is None or exc.fingerprint in self._asked:
             return False
         emit(NodeReachability(node=self.node_name, reachable=False, since=since, error=str(exc),
-                              retry_in=None, backend=self.cfg.backend))
+                              retry_in=None, backend=self.cfg.backend, host_key=_offer(exc)))
         try:
             yes = await prompt(exc)
         except Exception:

@@ -22,7 +22,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from ..units import MIB, human_bytes
+from ..units import MIB, mib
 
 _O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -72,8 +72,8 @@ class TextRead:
     def note(self) -> str:
         if not self.truncated:
             return ""
-        return (f"{human_bytes(self.size)}: read the first {human_bytes(LOG_HEAD_BYTES)} and the last "
-                f"{human_bytes(LOG_TAIL_BYTES)} only")
+        return (f"{mib(self.size)}: read the first {mib(LOG_HEAD_BYTES)} and the last "
+                f"{mib(LOG_TAIL_BYTES)} only")
 
 
 class SafeDir:
@@ -157,10 +157,10 @@ class SafeDir:
         fd, size = self._open(name)
         try:
             if size > limit:
-                raise UnsafeFile(f"{self.join(name)}: {human_bytes(size)}, over the {human_bytes(limit)} limit")
+                raise UnsafeFile(f"{self.join(name)}: {mib(size)}, over the {mib(limit)} limit")
             data = _read_upto(fd, limit + 1)  # the size may have grown since fstat
             if len(data) > limit:
-                raise UnsafeFile(f"{self.join(name)}: grew past the {human_bytes(limit)} limit while read")
+                raise UnsafeFile(f"{self.join(name)}: grew past the {mib(limit)} limit while read")
             return data
         finally:
             os.close(fd)
@@ -182,7 +182,7 @@ class SafeDir:
             nl = last.find(b"\n")
             last = last[nl + 1:] if nl >= 0 else last
             skipped = size - len(first) - len(last)
-            marker = f"### ... {human_bytes(skipped)} skipped (file is {human_bytes(size)}) ...\n".encode()
+            marker = f"### ... {mib(skipped)} skipped (file is {mib(size)}) ...\n".encode()
             return TextRead((first + marker + last).decode("utf-8", "replace"), size, truncated=True)
         finally:
             os.close(fd)

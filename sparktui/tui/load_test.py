@@ -24,9 +24,11 @@ from textual.worker import Worker, WorkerState
 
 from ..actions.load_stats import PERCENTILES, latency_plot, table_rows
 from ..actions.load_test import LoadProgress, LoadSpec
+from .screens.action import RunsActions
 
 if TYPE_CHECKING:
     from ..actions.registry import ActionEntry
+    from .screens.action import ContextFactory
     from ..model import ActionEvent
 
 
@@ -53,11 +55,12 @@ class LoadFinished(Message):
         self.result = result
 
 
-class LoadTestScreen(Screen[None]):
+class LoadTestScreen(RunsActions, Screen[None]):
     BINDINGS = [Binding("escape", "back", "Back (stops a running test)", id="load-test-back")]
 
-    def __init__(self, entry: "ActionEntry", action_cls: type) -> None:
+    def __init__(self, entry: "ActionEntry", action_cls: type, make_context: "ContextFactory | None" = None) -> None:
         super().__init__()
+        self._make_context = make_context
         self.entry = entry
         self.action_cls = action_cls
         self.action_obj = None
@@ -125,7 +128,7 @@ class LoadTestScreen(Screen[None]):
     # ------------------------------------------------------------------ worker (the IO)
     @work(exclusive=True, exit_on_error=False, group="load-test", description="load test")
     async def run_load(self, spec: LoadSpec) -> None:
-        ctx = self.app.make_action_context(emit=self._emit, confirm=self._confirm)  # type: ignore[attr-defined]
+        ctx = self.make_context(emit=self._emit, confirm=self._confirm)
         self.action_obj = self.action_cls(spec, on_progress=lambda p: self.post_message(LoadProgressed(p)))
         result = await self.action_obj.run(ctx)
         self.post_message(LoadFinished(result))
