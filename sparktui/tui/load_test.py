@@ -24,6 +24,7 @@ from textual.worker import Worker, WorkerState
 
 from ..actions.load_stats import PERCENTILES, latency_plot, table_rows
 from ..actions.load_test import LoadProgress, LoadSpec
+from .messages import ActionDone, ActionProgress
 from .screens.action import RunsActions
 
 if TYPE_CHECKING:
@@ -41,18 +42,6 @@ class LoadProgressed(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, LoadProgressed)
-
-
-class LoadStepped(Message):
-    def __init__(self, event: "ActionEvent") -> None:
-        super().__init__()
-        self.event = event
-
-
-class LoadFinished(Message):
-    def __init__(self, result: object) -> None:
-        super().__init__()
-        self.result = result
 
 
 class LoadTestScreen(RunsActions, Screen[None]):
@@ -131,10 +120,10 @@ class LoadTestScreen(RunsActions, Screen[None]):
         ctx = self.make_context(emit=self._emit, confirm=self._confirm)
         self.action_obj = self.action_cls(spec, on_progress=lambda p: self.post_message(LoadProgressed(p)))
         result = await self.action_obj.run(ctx)
-        self.post_message(LoadFinished(result))
+        self.post_message(ActionDone(result))
 
     def _emit(self, event: "ActionEvent") -> None:
-        self.post_message(LoadStepped(event))
+        self.post_message(ActionProgress(event))
         engine = getattr(self.app, "engine", None)
         if engine is not None:
             engine.emit(event)  # the session records the load test like any action
@@ -143,7 +132,7 @@ class LoadTestScreen(RunsActions, Screen[None]):
         return False  # a load test never asks: it changes nothing
 
     # ------------------------------------------------------------------ messages
-    def on_load_stepped(self, message: LoadStepped) -> None:
+    def on_action_progress(self, message: ActionProgress) -> None:
         ev = message.event
         if ev.step == "target" and ev.status in ("ok", "warn") and ev.message:
             self._status(Content.styled(ev.message, "$warning" if ev.status == "warn" else "$text-muted"))
@@ -156,7 +145,7 @@ class LoadTestScreen(RunsActions, Screen[None]):
         self._status(Content.assemble(f"{p.done}{total} done   {p.in_flight} in flight   {p.elapsed:.1f} s",
                                       (f"   {p.failed} failed: {errors}" if p.failed else "", "$error")))
 
-    def on_load_finished(self, message: LoadFinished) -> None:
+    def on_action_done(self, message: ActionDone) -> None:
         self.result = message.result
         self.query_one("#lt-start", Button).disabled = False
         load = getattr(self.action_obj, "result", None)
