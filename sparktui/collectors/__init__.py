@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Callable
 
-from ..model import HostKeyOffer, NodeReachability
+from ..model import Emit, HostKeyOffer, NodeReachability
 from ..nodes.base import HostKeyError, NodeError, port_open
 from ..waiting import Backoff
 from .docker_watch import BACKOFF_MAX, BACKOFF_MIN, DockerWatch, LogState
@@ -60,7 +60,7 @@ class NodeCollectors:
         self.host_key_prompt: Callable[[HostKeyError], Awaitable[bool]] | None = None
         self._asked: set[str] = set()  # fingerprints already refused: do not ask again
 
-    async def run(self, emit: Callable[[object], None]) -> None:
+    async def run(self, emit: Emit) -> None:
         backoff = Backoff(BACKOFF_MIN, BACKOFF_MAX)
         down_since: float | None = None
         backend = self.cfg.backend
