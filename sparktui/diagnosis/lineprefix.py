@@ -30,7 +30,8 @@ _ACTOR_PID = re.compile(r"\bpid=\d+")
 
 def clean(line: str) -> str:
     """Neutralise what breaks matching: ANSI colour, NUL bytes, carriage returns."""
-    line = strip_ansi(line)
+    if "\x1b" in line:  # tested here: the hot path skips the call for the common clean line
+        line = strip_ansi(line)
     if "\x00" in line:
         line = line.replace("\x00", "")
     if "\r" in line:

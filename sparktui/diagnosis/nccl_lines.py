@@ -172,7 +172,8 @@ class NcclLine:
 
 def strip_line_prefix(text: str) -> str:
     """Drop ANSI codes, a trailing CR, a docker timestamp and one Ray actor prefix."""
-    text = strip_ansi(text)
+    if "\x1b" in text:  # tested here: the hot path skips the call for the common clean line
+        text = strip_ansi(text)
     text = text.rstrip("\r\n")
     m = _DOCKER_TS.match(text)
     if m:
@@ -219,7 +220,8 @@ def parse_nccl_line(text: str | bytes, *, max_len: int = 8192) -> NcclLine | Non
         return None
     if len(text) > max_len:
         text = text[:max_len]
-    text = strip_ansi(text)
+    if "\x1b" in text:  # tested here: the hot path skips the call for the common clean line
+        text = strip_ansi(text)
     if "\x00" in text:
         text = text.replace("\x00", "")
     text = text.rstrip("\r\n")
