@@ -105,6 +105,15 @@ class Config:
                 return n
         raise KeyError(name)
 
+    def model_path_for(self, node: str) -> str:
+        """The model's directory on that node's host: the node's own model_path, else the cluster's."""
+        return self.node(node).model_path or self.cluster.model_path
+
+    @property
+    def model_mount(self) -> str:
+        """Where the model's directory appears inside the containers."""
+        return self.cluster.model_mount or "/models/model"
+
     def api_key(self) -> str | None:
         """The serving API key, read from the environment variable the config names (never stored)."""
         return os.environ.get(self.api_key_env) or None

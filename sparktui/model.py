@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Literal, Union
+from typing import Callable, Literal, Union
 
 Severity = Literal["error", "warning", "info"]
 SEVERITY_RANK: dict[str, int] = {"error": 0, "warning": 1, "info": 2}
@@ -132,6 +132,16 @@ class LinkInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class HostKeyOffer:
+    """A host key the node offered that known_hosts does not vouch for: what a person must judge."""
+
+    host: str
+    fingerprint: str  # SHA256:...
+    changed: bool  # known_hosts holds another key for this host: possibly a man in the middle
+    hint: str = ""  # how to check it on the node's console
+
+
+@dataclass(frozen=True, slots=True)
 class NodeReachability:
     node: str
     reachable: bool
@@ -140,6 +150,7 @@ class NodeReachability:
     error: str | None = None
     retry_in: float | None = None
     backend: str = ""  # ssh / local / sim
+    host_key: HostKeyOffer | None = None  # unreachable because nobody vouched for this key yet
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,6 +376,8 @@ Event = Union[
     Note,
     TimelineEntry,
 ]
+# what every producer of events (node sources, collectors, actions) is handed to report them
+Emit = Callable[[Event], None]
 
 MILESTONE_ORDER: tuple[str, ...] = (
     "container_started",

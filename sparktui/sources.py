@@ -6,12 +6,9 @@ Core, below the engine and the node backends: the engine imports it from here, n
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .model import Event
-
-Emit = Callable[["Event"], None]
+from .model import Emit  # the one Emit type: events go out through it, thread-safe and non-blocking
 
 
 class EventSource(Protocol):

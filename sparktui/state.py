@@ -20,6 +20,7 @@ from .model import (
     Event,
     Finding,
     FindingRaised,
+    HostKeyOffer,
     GpuInfo,
     GpuSample,
     LinkInfo,
@@ -78,6 +79,7 @@ class NodeState:
     error: str | None = None
     retry_in: float | None = None
     backend: str = ""
+    host_key: HostKeyOffer | None = None  # the unvouched key that keeps it unreachable
     docker_error: str | None = None  # the Engine is not answering (while the node may be)
     containers: Mapping[str, ContainerInfo] = field(default_factory=lambda: _frozen({}))  # by name
     memory: MemoryInfo | None = None
@@ -208,10 +210,10 @@ def _reduce(state: ClusterState, event: Event) -> ClusterState:
         def f(n: NodeState) -> NodeState:
             if event.reachable:
                 return replace(n, reachable=True, unreachable_since=None, error=None, retry_in=None,
-                               backend=event.backend or n.backend, last_update=event.ts)
+                               backend=event.backend or n.backend, last_update=event.ts, host_key=None)
             since = n.unreachable_since if n.reachable is False and n.unreachable_since else (event.since or event.ts)
             return replace(n, reachable=False, unreachable_since=since, error=event.error,
-                           retry_in=event.retry_in, backend=event.backend or n.backend)
+                           retry_in=event.retry_in, backend=event.backend or n.backend, host_key=event.host_key)
         return _with_node(state, event.node, f)
     if isinstance(event, DockerStatus):
         return _with_node(state, event.node, lambda n: replace(

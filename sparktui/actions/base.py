@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 
 from ..config import Config
-from ..model import ActionEvent, Finding
+from ..model import ActionEvent, Emit, Finding
 from ..nodes.base import Node
 from . import registry
 from .errors import ActionFailed, ActionRefused  # defined below lock.py, which raises them; imported from here
 
 ConfirmFn = Callable[[str, str], Awaitable[bool]]  # (title, detail) -> yes?
-EmitFn = Callable[[ActionEvent], None]
 
 
 @dataclass
@@ -76,7 +75,7 @@ class ActionContext:
         config: Config,
         nodes: Mapping[str, Node],
         *,
-        emit: EmitFn | None = None,
+        emit: Emit | None = None,
         confirm: ConfirmFn | None = None,
         read_only: bool = False,
         assume_yes: bool = False,

@@ -201,7 +201,7 @@ def plan_cluster(config: Config, *, launch_id: str = "", owner: dict[str, str] |
     ordered = [config.head] + [n for n in config.nodes if n.name != config.head.name]
     ips = {n.name: node_ip(n) for n in ordered}
     head_ip = ips[ordered[0].name]
-    mount = c.model_mount or "/models/model"
+    mount = config.model_mount
     model = c.served_model or mount
     extra, dropped = strip_owned(tuple(c.serve_args))
     warnings = [f"serve_args: dropped {', '.join(dropped)} (the launch sets it from the config)"] if dropped else []
@@ -240,7 +240,7 @@ def plan_cluster(config: Config, *, launch_id: str = "", owner: dict[str, str] |
         else:
             command = ("ray", "start", "--block", "--address", f"{head_ip}:{c.ray_port}", "--node-ip-address", ip,
                        "--num-gpus", str(max(1, n.gpu_count)))
-        path = n.model_path or c.model_path
+        path = config.model_path_for(n.name)
         volumes = {pre.run_dir: {"bind": pre.run_dir, "mode": "rw"}}
         if path:
             volumes[path] = {"bind": mount, "mode": "ro" if c.mount_readonly else "rw"}

@@ -15,6 +15,7 @@ from ..probes.model import ModelInfo, ModelProbeError, probe_model
 from .base import Action, ActionContext, ActionResult
 from .checks import CheckResult, fail, ok, skip, warn, worst
 from .checks.basics import RAY_PORTS, check_clocks, check_docker, check_ports, check_ssh, check_stale_container, check_versions
+from ..units import gib
 from .checks.entrypoint import entrypoint_result
 from .checks.fabric import fabric_results, gather_fabric
 from .checks.fit import fit_results, parse_meminfo
@@ -22,10 +23,6 @@ from .checks.fit import fit_results, parse_meminfo
 MAX_ALTERNATIVES = 6
 STEP_STATUS = {"ok": "ok", "skip": "ok", "warn": "warn", "fail": "failed"}
 CHECK_WORD = {"fail": "failed", "warn": "warned", "ok": "ok", "skip": "skipped"}
-
-
-def model_path_for(ctx: ActionContext, node_name: str) -> str:
-    return ctx.config.node(node_name).model_path or ctx.config.cluster.model_path
 
 
 async def resolve_image(ctx: ActionContext, head: Node) -> str:
@@ -135,7 +132,7 @@ class DoctorAction(Action):
     async def _models(self, ctx: ActionContext, nodes: list[Node], models: dict[str, ModelInfo]) -> list[CheckResult]:
         out = []
         for n in nodes:
-            path = model_path_for(ctx, n.name)
+            path = ctx.config.model_path_for(n.name)
             if not path:
                 out.append(fail("model_path", "no model_path configured", n.name, [],
                                 "set cluster.model_path (host path of the model directory)", "model_path_missing"))
@@ -152,7 +149,7 @@ class DoctorAction(Action):
                 out.append(warn("model_path", "config.json has no `architectures`", n.name, [path], "check the model files",
                                 "model_path_missing"))
                 continue
-            size = f"{m.total_bytes / (1 << 30):.1f} GiB ({m.size_source})" if m.total_bytes else "size unknown"
+            size = f"{gib(m.total_bytes)} ({m.size_source})" if m.total_bytes else "size unknown"
             out.append(ok("model_path", f"{path}: {', '.join(m.architectures)} / {m.model_type or '?'}, {size}", n.name))
         return out
 

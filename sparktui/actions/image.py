@@ -1,13 +1,12 @@
 """``build-image``: the hybrid image, built through the head node's Docker API from an in-memory
 context (Dockerfile + the registry patch script), with its output streamed as progress.  A cancel
 cuts the build's HTTP stream (the daemon then cancels the build) and removes the step containers.
-``push-image`` lives in push.py and shares ``MB`` and ``image_finding`` from here.
+``push-image`` lives in push.py and shares ``image_finding`` from here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import threading
 import time
 
@@ -18,9 +17,8 @@ from ..probes.model import ModelProbeError, probe_model
 from .base import Action, ActionContext, ActionFailed, ActionResult
 from .checks.entrypoint import passes_args
 from .dockerfile import HybridSpec, build_context, entries_from_model, render_dockerfile
+from ..logs.sanitize import strip_ansi
 
-MB = 1_000_000
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def image_finding(id: str, title: str, node_name: str = "", evidence=(), advice: str = "",
@@ -93,7 +91,7 @@ class BuildImageAction(Action):
                 rec.status, rec.message = "failed", str(exc)
                 return ActionResult(self.name, False, str(exc), findings=findings)
             arches, types = c.add_architectures, ()
-            path = ctx.config.node(node.name).model_path or c.model_path
+            path = ctx.config.model_path_for(node.name)
             model = None
             if path:
                 try:
@@ -192,7 +190,7 @@ class BuildImageAction(Action):
                         state["error"] = chunk["error"].strip()
                     elif "aux" in chunk and "ID" in chunk["aux"]:
                         state["id"] = chunk["aux"]["ID"]
-                    text = _ANSI.sub("", chunk.get("stream", ""))  # the builder colours RUN's stderr
+                    text = strip_ansi(chunk.get("stream", ""))  # the builder colours RUN's stderr
                     for line in text.splitlines():
                         if line.strip():
                             state["lines"].append(line)

@@ -26,6 +26,7 @@ from typing import Any
 from ..model import Finding
 from ..probes.cluster import LABEL_LAUNCH, Assessment, assess, catalogued_finding, find_cluster, parse_ray_status
 from ..probes.serving import ServingError, endpoint, server_info
+from ..waiting import get_within
 from .base import Action, ActionContext, ActionFailed, ActionResult
 from .cluster_plan import ClusterPlan, NodePlan, PlanError, plan_cluster
 from .container_logs import LogPump
@@ -153,7 +154,7 @@ class LaunchAction(Action):
                                      advice="`sparktui push-image` from the head so every node runs the same ID"))
         # the model on every node
         for np in plan.nodes:
-            path = next((h for h, v in np.volumes.items() if v["bind"] == (c.model_mount or "/models/model")), None)
+            path = next((h for h, v in np.volumes.items() if v["bind"] == ctx.config.model_mount), None)
             if not path:
                 continue
             res = await ctx.nodes[np.node].run(["test", "-e", f"{path}/config.json"], timeout=20)
@@ -294,8 +295,7 @@ class LaunchAction(Action):
                     if now >= deadline:
                         break
                     try:
-                        async with asyncio.timeout(max(0.05, min(deadline, next_poll) - now)):
-                            node, lines = await queue.get()
+                        node, lines = await get_within(queue, max(0.05, min(deadline, next_poll) - now))
                     except TimeoutError:
                         info = await self._probe(ctx, plan)
                         if info is not None:

@@ -40,8 +40,8 @@ def script_argv(ctx: ActionContext, launch_id: str) -> tuple[list[str], str]:
     head = config.head
     ordered = [head] + [n for n in config.nodes if n.name != head.name]
     ips = [node_ip(n) for n in ordered]
-    mount = c.model_mount or "/models/model"
-    path = head.model_path or c.model_path
+    mount = config.model_mount
+    path = config.model_path_for(head.name)
     docker_args: list[str] = []
     if path:
         docker_args += ["-v", f"{path}:{mount}" + (":ro" if c.mount_readonly else "")]

@@ -29,10 +29,11 @@ import secrets
 import socket
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..nodes.base import NodeError
+from ..timefmt import local_clock, now_local
+from ..waiting import Backoff
 from .errors import ActionRefused
 
 if TYPE_CHECKING:
@@ -107,17 +108,6 @@ def operator() -> tuple[str, str]:
     return user, socket.gethostname()
 
 
-def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds")
-
-
-def _clock(rfc: str) -> str:
-    try:
-        return datetime.fromisoformat(rfc).astimezone().strftime("%H:%M:%S")
-    except (TypeError, ValueError):
-        return rfc or "?"
-
-
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -167,7 +157,7 @@ class Holder:
     def describe(self) -> str:
         if not self.record:
             return "a lock being taken (no holder record yet)"
-        return (f"{self.action} held by {self.who} (pid {self.pid}) since {_clock(self.record.get('since', ''))}")
+        return (f"{self.action} held by {self.who} (pid {self.pid}) since {local_clock(self.record.get('since', ''))}")
 
     def to_json(self) -> dict:
         return {**{k: v for k, v in self.record.items() if k != "token"}, "heartbeat_age_s": self.age_s}
@@ -256,13 +246,13 @@ class ClusterLock:
         return word, holder
 
     def _record(self, action: str) -> str:
-        return json.dumps({**self.record, "action": action, "since_heartbeat": now_rfc3339()})
+        return json.dumps({**self.record, "action": action, "since_heartbeat": now_local()})
 
     async def try_acquire(self, action: str) -> Holder | None:
         """Take the lock (None) or report who holds it."""
         user, host = operator()
         token = secrets.token_hex(8)
-        since = now_rfc3339()
+        since = now_local()
         self.record = {"user": user, "host": host, "pid": os.getpid(), "action": action, "since": since,
                        "session": self.session, "cluster": self.cluster, "token": token}
         try:
@@ -335,7 +325,7 @@ class ClusterLock:
         broken only when ``ctx.break_lock`` or the operator confirms (``--yes`` alone never breaks
         someone else's lock: it answers for the action, not for the other operator)."""
         wait = bool(getattr(ctx, "lock_wait", False))
-        delay, told = 0.5, ""
+        pause, told = Backoff(0.5, 5.0), ""
         asked: set[str] = set()
         while True:
             holder = await self.try_acquire(action)
@@ -359,6 +349,5 @@ class ClusterLock:
             if line != told:
                 ctx.emit("lock", "progress", line)
                 told = line
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            await asyncio.sleep(pause.next())
 

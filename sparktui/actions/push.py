@@ -19,8 +19,9 @@ import uuid
 from ..model import Finding
 from ..nodes.base import Node, NodeError, quote_argv
 from ..probes.image import ImageNotFound, default_image, image_exists, inspect_image
+from ..units import MB
 from .base import Action, ActionContext, ActionFailed, ActionResult
-from .image import MB, image_finding
+from .image import image_finding
 
 # Constant pipeline; every variable part is a positional argument, never pasted into the script.
 # GNU dd counts the bytes between `docker save` and `ssh` (status=progress, once a second, on

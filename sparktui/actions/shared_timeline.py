@@ -30,17 +30,19 @@ import json
 import logging
 import os
 import socket
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable
 
 from ..logs.redact import redact
 from ..logs.sanitize import safe
 from ..model import ActionEvent, Note, TimelineEntry
 from ..nodes.base import NodeError
+from ..timefmt import format_ms, parse as parse_time
+from ..waiting import Backoff
 from .lock import cluster_dir
 
 if TYPE_CHECKING:
-    from ..nodes.base import Emit, Node
+    from ..model import Emit
+    from ..nodes.base import Node
 
 log = logging.getLogger(__name__)
 
@@ -79,19 +81,6 @@ def operator_id() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-def rfc3339(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_rfc3339(text: str) -> float | None:
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except (ValueError, TypeError, AttributeError):
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    ts = dt.timestamp()
-    return ts if 0 <= ts < 1e11 else None
 
 
 def _clean(value: object, limit: int) -> str:
@@ -101,7 +90,7 @@ def _clean(value: object, limit: int) -> str:
 def record_line(*, ts: float, operator: str, session: str, kind: str, action: str = "", step: str = "",
                 status: str = "", node: str = "", message: str = "") -> bytes:
     """One timeline line (newline included), redacted, control-free, under ``ATOMIC_BYTES``."""
-    rec = {"ts": rfc3339(ts), "operator": _clean(operator, FIELD_CHARS), "session": _clean(session, FIELD_CHARS),
+    rec = {"ts": format_ms(ts), "operator": _clean(operator, FIELD_CHARS), "session": _clean(session, FIELD_CHARS),
            "kind": kind, "action": _clean(action, FIELD_CHARS), "step": _clean(step, FIELD_CHARS),
            "status": _clean(status, 16), "node": _clean(node, FIELD_CHARS), "message": _clean(message, MESSAGE_CHARS)}
     # ensure_ascii: every byte printable ASCII, so the length in bytes is known before writing
@@ -154,7 +143,7 @@ class TimelineWriter:
 
     # ------------------------------------------------------------------ the one writer task
     async def _drain(self) -> None:
-        delay = 0.5
+        pause = Backoff(0.5, RETRY_MAX)
         while self._pending:
             batch = self._batch()
             try:
@@ -166,10 +155,9 @@ class TimelineWriter:
                 log.warning("shared timeline: append on %s failed: %s", self.node.name, exc)
                 for line in reversed(batch.splitlines(keepends=True)):  # back in front, order kept
                     self._pending.appendleft(line)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MAX)
+                await asyncio.sleep(pause.next())
                 continue
-            delay = 0.5
+            pause.reset()
             self.last_error = None
             self.written += batch.count(b"\n")
 
@@ -262,7 +250,7 @@ def parse_record(raw: bytes) -> TimelineEntry | None:
         return None
     if not isinstance(rec, dict) or rec.get("kind") not in ("action", "note"):
         return None
-    ts = parse_rfc3339(rec.get("ts")) if isinstance(rec.get("ts"), str) else None
+    ts = parse_time(rec.get("ts")) if isinstance(rec.get("ts"), str) else None
     if ts is None:
         return None
 

@@ -22,7 +22,9 @@ from ..probes.serving import ServingError, chat, endpoint, server_info
 from .base import Action, ActionContext, ActionFailed, ActionResult
 from .checks.entrypoint import passes_args
 from .container_logs import LogPump
-from .checks.fit import compute_fit, gib, parse_meminfo
+from ..units import gib
+from ..waiting import get_within
+from .checks.fit import compute_fit, parse_meminfo
 from .lock import LABEL_ACTION, LABEL_OPERATOR, LABEL_SESSION, owner_labels
 
 OOM_IDS = {"cuda_oom", "kv_cache_oom", "insufficient_free_memory", "host_oom_killed"}
@@ -67,8 +69,8 @@ class ValidateAction(Action):
         node = ctx.nodes[node_name]
         findings: list[Finding] = []
         image = self.image or await default_image(ctx.config.cluster, node)
-        path = ctx.config.node(node_name).model_path or c.model_path
-        mount = c.model_mount or "/models/model"
+        path = ctx.config.model_path_for(node_name)
+        mount = ctx.config.model_mount
         async with ctx.step("plan", f"{image} on {node_name}", node=node_name) as rec:
             try:
                 info = await inspect_image(node, image)
@@ -253,10 +255,7 @@ class ValidateAction(Action):
                     if left <= 0:
                         break
                     try:
-                        # asyncio.timeout, not wait_for: 3.11's wait_for loses a cancel (Ctrl+C) that
-                        # lands while the queue hands over a batch, and validate would run on
-                        async with asyncio.timeout(left):
-                            _, lines = await queue.get()
+                        _, lines = await get_within(queue, left)  # never loses a Ctrl+C (waiting.py)
                     except TimeoutError:
                         break
                     if lines is None:

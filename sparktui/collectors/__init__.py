@@ -15,9 +15,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Callable
 
-from ..model import NodeReachability
+from ..model import Emit, HostKeyOffer, NodeReachability
 from ..nodes.base import HostKeyError, NodeError, port_open
-from .docker_watch import DockerWatch, LogState
+from ..waiting import Backoff
+from .docker_watch import BACKOFF_MAX, BACKOFF_MIN, DockerWatch, LogState
 from .samplers import GpuLoop, links_loop, memory_loop
 from .serving import serving_loop
 
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from ..sources import EventSource
 
 log = logging.getLogger(__name__)
-BACKOFF_MIN, BACKOFF_MAX = 0.5, 10.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,10 @@ class Intervals:
     reconcile: float = 30.0
     serving: float = 3.0  # /metrics of the head's API server
     serving_idle: float = 10.0  # while nothing listens on the serve port
+
+
+def _offer(exc: HostKeyError) -> HostKeyOffer:
+    return HostKeyOffer(exc.host, exc.fingerprint, exc.changed, exc.hint)
 
 
 class NodeCollectors:
@@ -57,21 +61,23 @@ class NodeCollectors:
         self.host_key_prompt: Callable[[HostKeyError], Awaitable[bool]] | None = None
         self._asked: set[str] = set()  # fingerprints already refused: do not ask again
 
-    async def run(self, emit: Callable[[object], None]) -> None:
-        backoff = BACKOFF_MIN
+    async def run(self, emit: Emit) -> None:
+        backoff = Backoff(BACKOFF_MIN, BACKOFF_MAX)
         down_since: float | None = None
         backend = self.cfg.backend
         while True:
+            offer = None  # the host key facts a face shows a person, on the reachability event
             try:
                 await self.node.connect()
             except HostKeyError as exc:
                 error, delay = str(exc), BACKOFF_MAX  # needs a person: no point retrying fast
+                offer = _offer(exc)
                 if await self._ask(exc, emit, down_since or time.time()):
                     continue
             except NodeError as exc:
-                error, delay = str(exc), backoff
+                error, delay = str(exc), backoff.next()
             else:
-                backoff = BACKOFF_MIN
+                backoff.reset()
                 down_since = None
                 emit(NodeReachability(node=self.node_name, reachable=True, backend=backend))
                 reason = await self._connected(emit)
@@ -82,16 +88,15 @@ class NodeCollectors:
                 continue
             down_since = down_since or time.time()
             emit(NodeReachability(node=self.node_name, reachable=False, since=down_since, error=error,
-                                  retry_in=delay, backend=backend))
+                                  retry_in=delay, backend=backend, host_key=offer))
             await self._wait_retry(delay)
-            backoff = min(backoff * 2, BACKOFF_MAX)
 
     async def _ask(self, exc: HostKeyError, emit, since: float) -> bool:
         prompt = self.host_key_prompt
         if prompt is None or exc.fingerprint in self._asked:
             return False
         emit(NodeReachability(node=self.node_name, reachable=False, since=since, error=str(exc),
-                              retry_in=None, backend=self.cfg.backend))
+                              retry_in=None, backend=self.cfg.backend, host_key=_offer(exc)))
         try:
             yes = await prompt(exc)
         except Exception:

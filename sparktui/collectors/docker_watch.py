@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable
+from typing import Any
 
-from ..logs.follow import LogCursor, LogFollower, get_within, in_thread, start_thread
-from ..model import ContainerChanged, ContainerInfo, ContainersSnapshot, ContainerState, DockerStatus
+from ..logs.follow import LogCursor, LogFollower, in_thread, start_thread
+from ..waiting import Backoff, get_within
+from ..model import ContainerChanged, ContainerInfo, ContainersSnapshot, ContainerState, DockerStatus, Emit
 from ..probes.containers import STATE_ACTIONS, from_event, from_inspect, is_own_probe, removed
 
 log = logging.getLogger(__name__)
-Emit = Callable[[object], None]
 BACKOFF_MIN, BACKOFF_MAX = 0.5, 10.0
 _END = object()
 
@@ -51,7 +51,7 @@ class DockerWatch:
         self._closed = False
 
     async def run(self) -> None:
-        backoff = BACKOFF_MIN
+        backoff = Backoff(BACKOFF_MIN, BACKOFF_MAX)
         while not self._closed:  # the flag backs up cancellation, which 3.11 can lose in races
             try:
                 self._client = await self.node.docker()
@@ -59,7 +59,7 @@ class DockerWatch:
                 if self.error is not None:
                     self.emit(DockerStatus(self.name, True))
                 self.error = None
-                backoff = BACKOFF_MIN
+                backoff.reset()
                 await self._session()
             except asyncio.CancelledError:
                 raise
@@ -70,8 +70,7 @@ class DockerWatch:
                 log.info("%s: docker: %s", self.name, self.error)
             finally:
                 self._stop_streams()
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, BACKOFF_MAX)
+            await asyncio.sleep(backoff.next())
 
     async def _session(self) -> None:
         client = self._client

@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
 
-from ..logs.follow import get_within
-from ..model import GpuSample, LinkSample, MemorySample
+from ..waiting import get_within
+from ..model import Emit, GpuSample, LinkSample, MemorySample
 from ..nodes.base import NodeError, NodeUnreachable
 from ..probes import gpu as gpu_probe
 from ..probes import links as link_probe
 from ..probes.memory import MEMINFO, PSI_MEMORY, memory_info
 
 log = logging.getLogger(__name__)
-Emit = Callable[[object], None]
 
 
 async def memory_loop(node, name: str, emit: Emit, interval: float, meminfo_path: str = MEMINFO) -> None:

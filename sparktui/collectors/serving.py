@@ -12,15 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable
 
-from ..model import ServingSample
+from ..model import Emit, ServingSample
 from ..nodes.base import NodeUnreachable
 from ..probes import metrics
 from ..probes.serving import ServingError, endpoint
 
 log = logging.getLogger(__name__)
-Emit = Callable[[object], None]
 
 
 async def serving_loop(node, name: str, emit: Emit, host: str, port: int, *, api_key: str | None = None,

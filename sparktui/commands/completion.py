@@ -10,6 +10,7 @@ import argparse
 import re
 import sys
 from dataclasses import dataclass, field
+from typing import Callable
 
 # values that name files or folders get path completion
 _PATHY = re.compile(r"PATH|DIR|FILE", re.I)
@@ -66,6 +67,14 @@ def describe(parser: argparse.ArgumentParser) -> tuple[Cmd, list[Cmd]]:
     return top, subs
 
 
+def _completes(o: Opt, words: Callable[[str], str], path: str, free: str) -> str:
+    """The shell's spelling of what completes an option's value (or a positional): the word list of
+    its choices (``words`` gets them space-separated), file names, or nothing (a free value)."""
+    if o.choices:
+        return words(" ".join(o.choices))
+    return path if o.path else free
+
+
 def _fn_name(prog: str) -> str:
     return "_" + re.sub(r"\W", "_", prog)
 
@@ -84,12 +93,9 @@ def bash_script(parser: argparse.ArgumentParser) -> str:
             if not o.takes_value:
                 continue
             pat = "|".join(f"{key}:{f}" for f in o.flags)
-            if o.choices:
-                out.append(f'        {pat}) COMPREPLY=($(compgen -W "{" ".join(o.choices)}" -- "$cur")); return ;;')
-            elif o.path:
-                out.append(f'        {pat}) COMPREPLY=($(compgen -f -- "$cur")); return ;;')
-            else:
-                out.append(f"        {pat}) COMPREPLY=(); return ;;  # a free value")
+            out.append(f"        {pat}) " + _completes(o, lambda w: f'COMPREPLY=($(compgen -W "{w}" -- "$cur")); return ;;',
+                                                  'COMPREPLY=($(compgen -f -- "$cur")); return ;;',
+                                                  "COMPREPLY=(); return ;;  # a free value"))
         return out
 
     top_value_flags = [f for o in top.opts if o.takes_value for f in o.flags]
@@ -116,14 +122,10 @@ def bash_script(parser: argparse.ArgumentParser) -> str:
     lines.append(f'        "") COMPREPLY=($(compgen -W "{" ".join(c.name for c in subs)} {flags(top)}" -- "$cur")) ;;')
     for c in subs:
         words = flags(c)
-        pos = c.positionals[0] if c.positionals else None
-        if pos and pos.choices:
-            action = f'COMPREPLY=($(compgen -W "{" ".join(pos.choices)} {words}" -- "$cur"))'
-        elif pos and pos.path:
-            action = (f'if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "{words}" -- "$cur")); '
-                      f'else COMPREPLY=($(compgen -f -- "$cur")); fi')
-        else:
-            action = f'COMPREPLY=($(compgen -W "{words}" -- "$cur"))'
+        flags_only = f'COMPREPLY=($(compgen -W "{words}" -- "$cur"))'
+        action = flags_only if not c.positionals else _completes(
+            c.positionals[0], lambda w, words=words: f'COMPREPLY=($(compgen -W "{w} {words}" -- "$cur"))',
+            f'if [[ "$cur" == -* ]]; then {flags_only}; else COMPREPLY=($(compgen -f -- "$cur")); fi', flags_only)
         lines.append(f"        {c.name}) {action} ;;")
     lines += ["        *) COMPREPLY=() ;;", "    esac", "}", f"complete -o filenames -F {fn} {prog}", ""]
     return "\n".join(lines)
@@ -141,20 +143,11 @@ def _zsh_specs(c: Cmd) -> list[str]:
         for f in o.flags:
             spec = f"{f}[{_zsh_text(o.help)}]"
             if o.takes_value:
-                if o.choices:
-                    spec += f":value:({' '.join(o.choices)})"
-                elif o.path:
-                    spec += ":path:_files"
-                else:
-                    spec += ":value: "
+                spec += _completes(o, lambda w: f":value:({w})", ":path:_files", ":value: ")
             specs.append(f"'{spec}'")
     for p in c.positionals:
-        if p.choices:
-            specs.append(f"'1:{_zsh_text(p.flags[0])}:({' '.join(p.choices)})'")
-        elif p.path:
-            specs.append(f"'*:{_zsh_text(p.flags[0])}:_files'")
-        else:
-            specs.append(f"'1:{_zsh_text(p.flags[0])}: '")
+        name = _zsh_text(p.flags[0])
+        specs.append("'" + _completes(p, lambda w, name=name: f"1:{name}:({w})", f"*:{name}:_files", f"1:{name}: ") + "'")
     return specs
 
 

@@ -9,16 +9,14 @@ engine, so the screen is the one the operator had at the end of the session.
 from __future__ import annotations
 
 import dataclasses
-import re
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from .. import model
+from ..timefmt import parse as parse_time
 
 _TYPES = {name: obj for name, obj in vars(model).items() if dataclasses.is_dataclass(obj) and isinstance(obj, type)}
-_RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$")
 
 
 class ReplayError(Exception):
@@ -39,19 +37,6 @@ def from_jsonable(obj: Any) -> Any:
     if isinstance(obj, list):
         return tuple(from_jsonable(x) for x in obj)
     return obj
-
-
-def parse_stamp(token: str) -> float | None:
-    """Epoch seconds of a daemon RFC 3339 timestamp (nanoseconds allowed), or None."""
-    m = _RFC3339.match(token)
-    if not m:
-        return None
-    frac = (m.group(2) or "")[:7]  # datetime takes microseconds
-    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
-    try:
-        return datetime.fromisoformat(m.group(1) + frac + zone).timestamp()
-    except ValueError:
-        return None
 
 
 REPLAY_LOG_TAIL = 64 << 20  # per log file: a replay shows the end of a session, memory stays bounded
@@ -80,7 +65,7 @@ def load_session(path: Path) -> tuple[dict, list]:
         first = f.lines - len(raw) + 1 if f.truncated else 1  # line numbers stay those of the whole file
         for i, text in enumerate(raw, first):
             head, _, rest = text.partition(" ")
-            ts = parse_stamp(head)
+            ts = parse_time(head)
             lines.append(model.LogLine(f.node, f.stem, rest if ts is not None else text,
                                        ts=ts, seq=i, raw_ts=head if ts is not None else None))
         events.append(model.LogBatch(f.node, f.stem, tuple(lines), ts=(lines[0].ts or 0.0) if lines else 0.0))

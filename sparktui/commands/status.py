@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from ..config import Config, ConfigError, NodeConfig, load_config
+from ..units import gib
 from ..logs.sanitize import safe  # every name, message and label printed came from a node
 
 
@@ -159,10 +160,6 @@ def _cluster_text(cl: dict) -> str:
     return "\n".join(lines)
 
 
-def _gib(n: int | None) -> str:
-    return "?" if n is None else f"{n / (1 << 30):.1f} GiB"
-
-
 def _text(nodes: list[dict]) -> str:
     lines = []
     for n in nodes:
@@ -174,8 +171,8 @@ def _text(nodes: list[dict]) -> str:
         m = n["memory"]
         if m and "error" not in m:
             psi = f", PSI some {m['psi_some_avg10']:.1f}%" if m.get("psi_some_avg10") is not None else ""
-            lines.append(f"  memory   {_gib(m['used'])} used of {_gib(m['total'])} "
-                         f"({m['used_fraction'] * 100:.0f}%), cache {_gib(m['cached'])}{psi}")
+            lines.append(f"  memory   {gib(m['used'])} used of {gib(m['total'])} "
+                         f"({m['used_fraction'] * 100:.0f}%), cache {gib(m['cached'])}{psi}")
         g = n["gpu"] or {}
         if not g.get("available", True):
             lines.append("  gpu      none (no nvidia-smi)")
@@ -183,11 +180,11 @@ def _text(nodes: list[dict]) -> str:
             lines.append(f"  gpu      error: {safe(g['error'])}")
         for gpu in g.get("gpus", []):
             mem = ("unified (see memory)" if gpu["mem_total_bytes"] is None
-                   else f"{_gib(gpu['mem_used_bytes'])} / {_gib(gpu['mem_total_bytes'])}")
+                   else f"{gib(gpu['mem_used_bytes'])} / {gib(gpu['mem_total_bytes'])}")
             util = "?" if gpu["util_percent"] is None else f"{gpu['util_percent']:.0f}%"
             lines.append(f"  gpu {safe(gpu['index'])}    {safe(gpu['name'])}  util {util}  mem {mem}")
             for p in gpu["processes"]:
-                lines.append(f"           pid {safe(p['pid'])} {safe(p['name'])}  {_gib(p['used_memory_bytes'])}")
+                lines.append(f"           pid {safe(p['pid'])} {safe(p['name'])}  {gib(p['used_memory_bytes'])}")
         if n["docker_error"]:
             lines.append(f"  docker   unreachable: {safe(n['docker_error'])}")
         elif not n["containers"]:

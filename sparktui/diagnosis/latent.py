@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 
+from ..units import GIB
 from .evidence import Evidence
 from .facts import RankFacts, rules_data
 
@@ -15,7 +16,6 @@ from .facts import RankFacts, rules_data
 _PER_PROCESS = {"RANK", "LOCAL_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE", "CUDA_VISIBLE_DEVICES", "NCCL_DEBUG_FILE",
                 "VLLM_HOST_IP", "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
                 "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"}
-GIB = 1 << 30
 
 
 def _item(key: str, evidence: list[str], **fmt) -> dict:

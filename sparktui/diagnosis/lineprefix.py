@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
+from ..logs.sanitize import strip_ansi
+
 _PREFIX = re.compile(
     r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? )?"  # docker timestamp
     r"(?:[\w.-]+-\d+\s+\| )?"  # docker compose service prefix
@@ -29,8 +30,8 @@ _ACTOR_PID = re.compile(r"\bpid=\d+")
 
 def clean(line: str) -> str:
     """Neutralise what breaks matching: ANSI colour, NUL bytes, carriage returns."""
-    if "\x1b" in line:
-        line = _ANSI.sub("", line)
+    if "\x1b" in line:  # tested here: the hot path skips the call for the common clean line
+        line = strip_ansi(line)
     if "\x00" in line:
         line = line.replace("\x00", "")
     if "\r" in line:

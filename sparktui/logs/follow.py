@@ -16,7 +16,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..model import LogBatch, LogLine
-from ..probes.containers import parse_docker_time, rfc3339_ns
+from ..timefmt import parse as parse_docker_time, parse_ns as rfc3339_ns
 
 if TYPE_CHECKING:
     import docker
@@ -89,22 +89,6 @@ def start_thread(fn: Callable[[], Any], name: str) -> "asyncio.Future[Any]":
 
     threading.Thread(target=body, name=name, daemon=True).start()
     return fut
-
-
-async def get_within(q: "asyncio.Queue[Any]", timeout: float) -> Any:
-    """``q.get()`` with a timeout that never swallows a cancellation (Python 3.11's wait_for can,
-    when the item and the cancel arrive together)."""
-    getter = asyncio.ensure_future(q.get())
-    try:
-        done, _ = await asyncio.wait({getter}, timeout=timeout)
-    except asyncio.CancelledError:
-        getter.cancel()
-        raise
-    if not done:
-        getter.cancel()
-        if not (getter.done() and not getter.cancelled()):
-            raise asyncio.TimeoutError
-    return getter.result()
 
 
 def in_thread(fn: Callable[..., Any], *args: Any, **kw: Any) -> "asyncio.Future[Any]":

@@ -22,10 +22,11 @@ import os
 import stat
 from dataclasses import dataclass
 
+from ..units import MIB, mib
+
 _O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
-MIB = 1 << 20
 LOG_HEAD_BYTES = 1 * MIB  # init, bootstrap, transport lines come first
 LOG_TAIL_BYTES = 7 * MIB  # where it stopped comes last
 
@@ -61,10 +62,6 @@ def _why(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
-def _fmt_size(n: int) -> str:
-    return f"{n / MIB:.1f} MiB" if n >= MIB else f"{n} bytes"
-
-
 @dataclass
 class TextRead:
     text: str
@@ -75,8 +72,8 @@ class TextRead:
     def note(self) -> str:
         if not self.truncated:
             return ""
-        return (f"{_fmt_size(self.size)}: read the first {_fmt_size(LOG_HEAD_BYTES)} and the last "
-                f"{_fmt_size(LOG_TAIL_BYTES)} only")
+        return (f"{mib(self.size)}: read the first {mib(LOG_HEAD_BYTES)} and the last "
+                f"{mib(LOG_TAIL_BYTES)} only")
 
 
 class SafeDir:
@@ -160,10 +157,10 @@ class SafeDir:
         fd, size = self._open(name)
         try:
             if size > limit:
-                raise UnsafeFile(f"{self.join(name)}: {_fmt_size(size)}, over the {_fmt_size(limit)} limit")
+                raise UnsafeFile(f"{self.join(name)}: {mib(size)}, over the {mib(limit)} limit")
             data = _read_upto(fd, limit + 1)  # the size may have grown since fstat
             if len(data) > limit:
-                raise UnsafeFile(f"{self.join(name)}: grew past the {_fmt_size(limit)} limit while read")
+                raise UnsafeFile(f"{self.join(name)}: grew past the {mib(limit)} limit while read")
             return data
         finally:
             os.close(fd)
@@ -185,7 +182,7 @@ class SafeDir:
             nl = last.find(b"\n")
             last = last[nl + 1:] if nl >= 0 else last
             skipped = size - len(first) - len(last)
-            marker = f"### ... {_fmt_size(skipped)} skipped (file is {_fmt_size(size)}) ...\n".encode()
+            marker = f"### ... {mib(skipped)} skipped (file is {mib(size)}) ...\n".encode()
             return TextRead((first + marker + last).decode("utf-8", "replace"), size, truncated=True)
         finally:
             os.close(fd)

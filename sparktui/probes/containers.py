@@ -6,62 +6,14 @@ Times come as RFC 3339 with nanoseconds ("2026-11-29T20:00:25.011869369Z"); Dock
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 # the probe-container convention lives in model.py (diagnosis reads it too); re-exported for probes
 from ..model import PROBE_LABEL, PROBE_PREFIX, ContainerInfo, ContainerState, is_own_probe  # noqa: F401
+from ..timefmt import parse as parse_time
 
 
 # docker events (type container) that change what the pane shows
 STATE_ACTIONS = frozenset({"create", "start", "restart", "die", "kill", "stop", "pause", "unpause", "oom",
                            "destroy", "rename", "health_status"})
-
-
-def parse_docker_time(value: str | None) -> float | None:
-    """RFC 3339 (ns precision) -> epoch seconds; None for empty or Docker's zero time."""
-    if not value or value.startswith("0001-01-01"):
-        return None
-    v = value.strip()
-    tz = timezone.utc
-    if v.endswith("Z"):
-        v = v[:-1]
-    else:  # "+02:00" offsets
-        for sign in ("+", "-"):
-            pos = v.rfind(sign)
-            if pos > 10:
-                hh, _, mm = v[pos + 1:].partition(":")
-                from datetime import timedelta
-
-                off = timedelta(hours=int(hh), minutes=int(mm or 0))
-                tz = timezone(off if sign == "+" else -off)
-                v = v[:pos]
-                break
-    frac = 0.0
-    if "." in v:
-        v, f = v.split(".", 1)
-        frac = float("0." + f) if f.isdigit() else 0.0
-    try:
-        base = datetime.strptime(v, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=tz)
-    except ValueError:
-        return None
-    return base.timestamp() + frac
-
-
-def rfc3339_ns(value: str) -> int | None:
-    """Exact integer nanoseconds of a docker log timestamp (for dedupe at resume points)."""
-    if not value.endswith("Z") or "T" not in value:
-        return None
-    body = value[:-1]
-    frac = ""
-    if "." in body:
-        body, frac = body.split(".", 1)
-    try:
-        secs = int(datetime.strptime(body, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp())
-    except ValueError:
-        return None
-    if frac and not frac.isdigit():
-        return None
-    return secs * 1_000_000_000 + int((frac + "000000000")[:9])
 
 
 def from_inspect(attrs: dict) -> ContainerInfo:
@@ -70,7 +22,7 @@ def from_inspect(attrs: dict) -> ContainerInfo:
     cfg = attrs.get("Config") or {}
     health = (st.get("Health") or {}).get("Status") or None
     state = ContainerState.parse(st.get("Status", "dead"))
-    finished = parse_docker_time(st.get("FinishedAt"))
+    finished = parse_time(st.get("FinishedAt"))
     exit_code = st.get("ExitCode")
     if state in (ContainerState.RUNNING, ContainerState.CREATED, ContainerState.PAUSED):
         exit_code = None if state is not ContainerState.PAUSED else exit_code
@@ -86,7 +38,7 @@ def from_inspect(attrs: dict) -> ContainerInfo:
         state=state,
         status=_status_text(st, state),
         health=health,
-        started_at=parse_docker_time(st.get("StartedAt")),
+        started_at=parse_time(st.get("StartedAt")),
         finished_at=finished,
         exit_code=exit_code,
         command=" ".join([*(entry if isinstance(entry, list) else [entry]), *(cmd if isinstance(cmd, list) else [cmd])]),

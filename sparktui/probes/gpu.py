@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 
+from ..units import MIB
 from ..model import GpuInfo, GpuProcess, GpuSample
 
 GPU_FIELDS = ("index", "name", "utilization.gpu", "power.draw", "power.limit", "clocks.sm",
@@ -17,7 +18,6 @@ GPU_FIELDS = ("index", "name", "utilization.gpu", "power.draw", "power.limit", "
 APP_FIELDS = ("pid", "process_name", "used_memory")
 QUERY_GPU = ["nvidia-smi", "--query-gpu=" + ",".join(GPU_FIELDS), "--format=csv,noheader,nounits"]
 QUERY_APPS = ["nvidia-smi", "--query-compute-apps=" + ",".join(APP_FIELDS), "--format=csv,noheader,nounits"]
-MIB = 1024 * 1024
 _MISSING = {"[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "[insufficient permissions]", ""}
 
 

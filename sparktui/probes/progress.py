@@ -19,7 +19,8 @@ from . import ras as ras_client
 from . import workers
 
 if TYPE_CHECKING:
-    from ..nodes.base import Emit, Node
+    from ..model import Emit
+    from ..nodes.base import Node
 
 _METRIC = re.compile(r"^(vllm:(?:generation_tokens_total|num_requests_running|num_requests_waiting))(?:\{[^}]*\})?\s+(\S+)",
                      re.M)

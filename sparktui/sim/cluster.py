@@ -24,8 +24,7 @@ log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..model import Event
-    from ..nodes.base import Emit
+    from ..model import Emit, Event
     from .node import SimNode
 
 # Fixed epoch for events_until when no start is given, so snapshot tests see the same clock

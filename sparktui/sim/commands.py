@@ -12,8 +12,8 @@ import time
 from typing import TYPE_CHECKING
 
 from . import formats
+from ..timefmt import format_ns as rfc3339_ns
 from .node import Handler, SimFileNotFound, model_dir
-from .timeline import rfc3339_ns
 
 if TYPE_CHECKING:
     from .node import SimNode

@@ -108,7 +108,7 @@ class SimNode:
         name = next((a for a in reversed(args[2:]) if not a.startswith("-")), "")
         stamps = any(a in ("-t", "--timestamps") for a in args)
         tl = self.cluster.timeline(self.name, live=True)
-        from .timeline import rfc3339_ns
+        from ..timefmt import format_ns as rfc3339_ns
 
         while True:
             for ev in tl.advance(self.now_t()):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import string
-import time
 from ..model import (
     ContainerChanged,
     ContainerInfo,
@@ -23,6 +22,7 @@ from ..model import (
     MemorySample,
     NodeReachability,
 )
+from ..timefmt import format_ns as rfc3339_ns
 from . import physics
 from .script import Scene, ScriptLine, SimNodeSpec, block_lines, vts
 
@@ -31,13 +31,6 @@ QUANTUM = 0.25  # simulated seconds per step
 SAMPLE_EVERY = 1.0  # memory + GPU
 CONTAINERS_EVERY = 5.0
 LINKS_EVERY = 10.0
-
-
-def rfc3339_ns(epoch: float) -> str:
-    """`docker logs --timestamps` form: 2026-04-08T23:16:38.123456789Z."""
-    ns = int(round(epoch * 1e9))
-    sec, frac = divmod(ns, 1_000_000_000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)) + f".{frac:09d}Z"
 
 
 def human_duration(sec: float) -> str:

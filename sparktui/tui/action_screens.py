@@ -1,6 +1,6 @@
 """Which screen shows a guided action: its own where it has one, else the generic ActionScreen.
 
-Every screen is built as ``Screen(entry, action_class)``.  Imported when an action is opened, not at
+Every screen is built as ``Screen(entry, action_class, make_context=None)``.  Imported when an action is opened, not at
 start-up; an import error here is a bug and is raised, never hidden.
 """
 
@@ -18,7 +18,7 @@ def screen_for(name: str) -> type:
 
         return PromptScreen
     if name == "investigate":
-        from .investigate import InvestigateScreen
+        from .screens.investigate import InvestigateScreen
 
         return InvestigateScreen
     if name == "load-test":

@@ -18,7 +18,7 @@ from ..actions import registry
 from ..actions.shared_timeline import operator_id
 from . import keymap
 from .action_screens import screen_for
-from .messages import EngineUpdated
+from .messages import EngineUpdated, OpenAction
 from .palette import SparkCommands
 from .screens.help import HelpScreen
 from .screens.main import MainScreen
@@ -27,7 +27,8 @@ from .terminal_safe import TerminalSafe
 from .themes import DEFAULT_THEME, load_themes
 
 if TYPE_CHECKING:
-    from ..actions.base import ActionContext, ConfirmFn, EmitFn
+    from ..actions.base import ActionContext, ConfirmFn
+    from ..model import Emit
     from ..engine import Engine
     from ..nodes.base import Node
 
@@ -161,33 +162,31 @@ class SparkApp(App[int]):
         return self._action_nodes
 
     def _check_host_keys(self) -> None:
-        """An unreachable ssh node whose key nobody vouched for: show the fingerprint and ask."""
+        """An unreachable node whose key nobody vouched for (the facts come on its reachability
+        event, into the state): show the fingerprint and ask."""
         if self._nodes_factory is None or self._asking_host_key:
             return
         for name, ns in self.engine.state.nodes.items():
-            if ns.reachable is not False or ns.backend != "ssh":
-                continue
-            node = self._node_handles().get(name)
-            key = getattr(node, "offered_key", None)
-            if key is None or (name, key.fingerprint) in self._host_keys_asked:
+            key = ns.host_key
+            if ns.reachable is not False or key is None or (name, key.fingerprint) in self._host_keys_asked:
                 continue
             self._host_keys_asked.add((name, key.fingerprint))
             self._asking_host_key = True
-            from ..nodes import hostkeys
-            from .hostkey import HostKeyModal
+            from .screens.hostkey import HostKeyModal
 
-            modal = HostKeyModal(name, key.host, key.fingerprint, key.changed, hostkeys.hint(key))
-            self.push_screen(modal, lambda yes, node=node, fp=key.fingerprint: self._host_key_answer(node, fp, yes))
+            self.push_screen(HostKeyModal.from_offer(name, key),
+                             lambda yes, name=name, fp=key.fingerprint: self._host_key_answer(name, fp, yes))
             return
 
-    def _host_key_answer(self, node: "Node", fingerprint: str, yes: bool | None) -> None:
+    def _host_key_answer(self, name: str, fingerprint: str, yes: bool | None) -> None:
         self._asking_host_key = False
-        if yes:
+        node = self._node_handles().get(name) if yes else None
+        if node is not None:  # only now does the app need the node itself: to record the key
             self.run_worker(lambda: node.trust_offered_key(fingerprint), thread=True,  # type: ignore[attr-defined]
                             exit_on_error=False, group="hostkey", description="trust host key")
-            self.notify(f"{node.name}: key {fingerprint} trusted; reconnecting at the next retry")
+            self.notify(f"{name}: key {fingerprint} trusted; reconnecting at the next retry")
         else:
-            self.notify(f"{node.name}: host key refused; the node stays unreachable", severity="warning")
+            self.notify(f"{name}: host key refused; the node stays unreachable", severity="warning")
         self._check_host_keys()
 
     def _tick(self) -> None:
@@ -268,6 +267,10 @@ class SparkApp(App[int]):
         entry = registry.entry(name)
         return not (entry is not None and entry.mutating and self.read_only)
 
+    def on_open_action(self, message: OpenAction) -> None:
+        message.stop()
+        self.open_action(message.name)
+
     def open_action(self, name: str) -> None:
         entry = registry.entry(name)
         if entry is None or not self.action_allowed(name):
@@ -278,9 +281,9 @@ class SparkApp(App[int]):
             self.notify(f"{name}: not in this build", severity="warning")
             return
         screen_cls = screen_for(entry.name)
-        self.push_screen(screen_cls(entry, cls))
+        self.push_screen(screen_cls(entry, cls, self.make_action_context))  # attributes down
 
-    def make_action_context(self, *, emit: "EmitFn", confirm: "ConfirmFn") -> "ActionContext":
+    def make_action_context(self, *, emit: "Emit", confirm: "ConfirmFn") -> "ActionContext":
         from ..actions.base import ActionContext
 
         ctx = ActionContext(self.engine.config, self._node_handles(), emit=emit, confirm=confirm, read_only=self.read_only)

@@ -4,13 +4,6 @@ from __future__ import annotations
 
 import time
 
-GIB = 1024**3
-
-
-def gib(n: int | float | None) -> str:
-    return "?" if n is None else f"{n / GIB:.1f}"
-
-
 def clock(ts: float | None) -> str:
     """HH:MM:SS in local time (the operator's clock)."""
     return "--:--:--" if ts is None else time.strftime("%H:%M:%S", time.localtime(ts))

@@ -214,8 +214,8 @@ class LaunchScreen(ActionScreen):
 
     BINDINGS = [Binding("escape", "back", "Back / stop watching", id="action-back")]
 
-    def __init__(self, entry, action_cls) -> None:
-        super().__init__(entry, action_cls)
+    def __init__(self, entry, action_cls, make_context=None) -> None:
+        super().__init__(entry, action_cls, make_context)
         self.tracks: dict[str, NodeTrack] = {}
         self.rows: dict[str, LaunchNodeRow] = {}
         self.head: str = ""

@@ -24,9 +24,12 @@ from textual.worker import Worker, WorkerState
 
 from ..actions.load_stats import PERCENTILES, latency_plot, table_rows
 from ..actions.load_test import LoadProgress, LoadSpec
+from .messages import ActionDone, ActionProgress
+from .screens.action import RunsActions
 
 if TYPE_CHECKING:
     from ..actions.registry import ActionEntry
+    from .screens.action import ContextFactory
     from ..model import ActionEvent
 
 
@@ -41,23 +44,12 @@ class LoadProgressed(Message):
         return isinstance(message, LoadProgressed)
 
 
-class LoadStepped(Message):
-    def __init__(self, event: "ActionEvent") -> None:
-        super().__init__()
-        self.event = event
-
-
-class LoadFinished(Message):
-    def __init__(self, result: object) -> None:
-        super().__init__()
-        self.result = result
-
-
-class LoadTestScreen(Screen[None]):
+class LoadTestScreen(RunsActions, Screen[None]):
     BINDINGS = [Binding("escape", "back", "Back (stops a running test)", id="load-test-back")]
 
-    def __init__(self, entry: "ActionEntry", action_cls: type) -> None:
+    def __init__(self, entry: "ActionEntry", action_cls: type, make_context: "ContextFactory | None" = None) -> None:
         super().__init__()
+        self._make_context = make_context
         self.entry = entry
         self.action_cls = action_cls
         self.action_obj = None
@@ -125,13 +117,13 @@ class LoadTestScreen(Screen[None]):
     # ------------------------------------------------------------------ worker (the IO)
     @work(exclusive=True, exit_on_error=False, group="load-test", description="load test")
     async def run_load(self, spec: LoadSpec) -> None:
-        ctx = self.app.make_action_context(emit=self._emit, confirm=self._confirm)  # type: ignore[attr-defined]
+        ctx = self.make_context(emit=self._emit, confirm=self._confirm)
         self.action_obj = self.action_cls(spec, on_progress=lambda p: self.post_message(LoadProgressed(p)))
         result = await self.action_obj.run(ctx)
-        self.post_message(LoadFinished(result))
+        self.post_message(ActionDone(result))
 
     def _emit(self, event: "ActionEvent") -> None:
-        self.post_message(LoadStepped(event))
+        self.post_message(ActionProgress(event))
         engine = getattr(self.app, "engine", None)
         if engine is not None:
             engine.emit(event)  # the session records the load test like any action
@@ -140,7 +132,7 @@ class LoadTestScreen(Screen[None]):
         return False  # a load test never asks: it changes nothing
 
     # ------------------------------------------------------------------ messages
-    def on_load_stepped(self, message: LoadStepped) -> None:
+    def on_action_progress(self, message: ActionProgress) -> None:
         ev = message.event
         if ev.step == "target" and ev.status in ("ok", "warn") and ev.message:
             self._status(Content.styled(ev.message, "$warning" if ev.status == "warn" else "$text-muted"))
@@ -153,7 +145,7 @@ class LoadTestScreen(Screen[None]):
         self._status(Content.assemble(f"{p.done}{total} done   {p.in_flight} in flight   {p.elapsed:.1f} s",
                                       (f"   {p.failed} failed: {errors}" if p.failed else "", "$error")))
 
-    def on_load_finished(self, message: LoadFinished) -> None:
+    def on_action_done(self, message: ActionDone) -> None:
         self.result = message.result
         self.query_one("#lt-start", Button).disabled = False
         load = getattr(self.action_obj, "result", None)

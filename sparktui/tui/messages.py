@@ -17,6 +17,14 @@ class EngineUpdated(Message):
         return isinstance(message, EngineUpdated)
 
 
+class OpenAction(Message):
+    """A screen asks the app to open a guided action (registry name); the app decides if it may."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+
 class ActionProgress(Message):
     def __init__(self, event: ActionEvent) -> None:
         super().__init__()

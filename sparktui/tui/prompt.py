@@ -25,6 +25,7 @@ from textual.worker import Worker, WorkerState
 
 from ..logs.sanitize import clean_line, clean_text
 from ..model import ActionEvent
+from .screens.action import RunsActions
 
 if TYPE_CHECKING:
     from ..actions.prompt import Canned
@@ -79,7 +80,7 @@ class HistoryInput(Input):
         self.cursor_position = len(self.value)
 
 
-class PromptScreen(Screen[None]):
+class PromptScreen(RunsActions, Screen[None]):
     BINDINGS = [
         Binding("escape", "back", "Back / cancel", id="prompt-back"),
         Binding("ctrl+t", "thinking", "Thinking", id="prompt-thinking"),
@@ -88,8 +89,9 @@ class PromptScreen(Screen[None]):
         Binding("ctrl+r", "more_tokens", "More tokens", id="prompt-more"),
     ]
 
-    def __init__(self, entry=None, action_cls=None) -> None:
+    def __init__(self, entry=None, action_cls=None, make_context=None) -> None:
         super().__init__()
+        self._make_context = make_context
         from ..actions.prompt import History, canned
 
         self.entry = entry
@@ -144,7 +146,7 @@ class PromptScreen(Screen[None]):
 
     # ------------------------------------------------------------------ workers (IO lives in actions/)
     def _action_ctx(self):
-        return self.app.make_action_context(emit=lambda ev: None, confirm=_never)  # type: ignore[attr-defined]
+        return self.make_context(emit=lambda ev: None, confirm=_never)
 
     @work(exclusive=True, exit_on_error=False, group="prompt-target", description="find the API")
     async def find_target(self) -> None:

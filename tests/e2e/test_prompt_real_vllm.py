@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pilot_helpers import screen_text, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -129,15 +130,10 @@ async def test_prompt_screen_streams_reasoning_and_content_apart_and_keeps_the_k
     app = SparkApp(engine, nodes=lambda: nodes, live=False)
 
     def text() -> str:
-        strips = app.screen._compositor.render_strips()
-        return "\n".join("".join(seg.text for seg in strip) for strip in strips)
+        return screen_text(app)
 
     async def until(pilot, cond, what: str, rounds: int = 3000) -> None:
-        for _ in range(rounds):
-            if cond():
-                return
-            await pilot.pause()
-        raise AssertionError(f"timed out waiting for {what}")
+        await wait_for(pilot, cond, what, rounds)
 
     try:
         async with app.run_test(size=(140, 36)) as pilot:

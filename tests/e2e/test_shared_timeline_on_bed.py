@@ -17,33 +17,13 @@ import tomllib
 import uuid
 from pathlib import Path
 
-import pytest
+from tmux_helpers import TMUX_MARKS, TmuxServer
 
 ROOT = Path(__file__).resolve().parents[2]
-_NO_TMUX = shutil.which("tmux") is None and os.environ.get("CI", "").lower() != "true"
-pytestmark = [pytest.mark.tmux, pytest.mark.skipif(_NO_TMUX, reason="tmux not installed")]
-
-SOCKET = f"sparktui-tl-{uuid.uuid4().hex[:8]}"  # a private tmux server: never touches the user's
+pytestmark = TMUX_MARKS
+_tmux = TmuxServer("sparktui-tl")
+_capture, _poll = _tmux.capture, _tmux.poll
 SEEN_WITHIN = 5.0  # the bar: the watcher sees the driver's step within 5 s
-
-
-def _tmux(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True, timeout=20, check=check)
-
-
-def _capture(name: str) -> str:
-    return _tmux("capture-pane", "-p", "-t", name).stdout
-
-
-def _poll(name: str, cond, what: str, timeout: float = 30.0) -> str:
-    deadline = time.monotonic() + timeout
-    screen = ""
-    while time.monotonic() < deadline:
-        screen = _capture(name)
-        if cond(screen):
-            return screen
-        time.sleep(0.1)
-    raise AssertionError(f"{name}: timed out ({timeout:.0f} s) waiting for {what}; screen was:\n{screen}")
 
 
 def _start(name: str, user: str, state: Path, config: Path) -> None:

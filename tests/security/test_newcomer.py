@@ -22,6 +22,8 @@ from sparktui.model import (ActionEvent, ContainerChanged, ContainerInfo, Contai
                             MemoryInfo, MemorySample, Milestone, MilestoneReached, NodeReachability)
 from sparktui.sim import DEMO_EPOCH, SimCluster
 
+from pilot_helpers import screen_text, wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 GIB = 1 << 30
 
@@ -37,17 +39,8 @@ def sim_app(scenario: str = "healthy", t: float = 30.0, processors=()):
                     clock=lambda: DEMO_EPOCH + t)
 
 
-def screen_text(app) -> str:
-    strips = app.screen._compositor.render_strips()
-    return "\n".join("".join(seg.text for seg in strip) for strip in strips)
-
-
 async def until(pilot, cond, what: str, rounds: int = 3000) -> None:
-    for _ in range(rounds):
-        if cond():
-            return
-        await pilot.pause()
-    raise AssertionError(f"timed out waiting for {what}")
+    await wait_for(pilot, cond, what, rounds)
 
 
 # ------------------------------------------------------------------ items 10 + 12: the doctor screen

@@ -21,6 +21,8 @@ from sparktui.logs.store import LogStore
 from sparktui.model import ActionEvent, ContainerChanged, ContainerInfo, Finding, FindingRaised, LogBatch, LogLine
 from sparktui.session import Session, state_dir
 
+from pilot_helpers import screen_text, wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SECRET = "Zq9sEcReTvAlUe4711"  # a value that matches no token shape: only the key form can hide it
@@ -222,17 +224,7 @@ def _demo_app(**kw):
                     clock=lambda: DEMO_EPOCH + 30, **kw)
 
 
-def _screen(app) -> str:
-    strips = app.screen._compositor.render_strips()
-    return "\n".join("".join(seg.text for seg in strip) for strip in strips)
-
-
-async def _wait(pilot, cond, what: str) -> None:
-    for _ in range(200):
-        if cond():
-            return
-        await pilot.pause()
-    raise AssertionError(f"timed out waiting for {what}")
+_screen, _wait = screen_text, wait_for
 
 
 async def test_read_only_observer_sees_no_token_and_export_writes_none():

@@ -13,6 +13,8 @@ from sparktui.sim import DEMO_EPOCH, SimCluster
 from sparktui.tui import keymap
 from sparktui.tui.app import SparkApp
 
+from pilot_helpers import screen_text, wait_for  # noqa: F401 (tui tests import them from here)
+
 
 @pytest.fixture(autouse=True)
 def _utc(monkeypatch):
@@ -38,21 +40,6 @@ def build_app(scenario: str = "healthy", t: float = 60.0, **kw) -> SparkApp:
 @pytest.fixture
 def make_app() -> Callable[..., SparkApp]:
     return build_app
-
-
-def screen_text(app: SparkApp) -> str:
-    """What a person would see, as plain text."""
-    strips = app.screen._compositor.render_strips()
-    return "\n".join("".join(seg.text for seg in strip) for strip in strips)
-
-
-async def wait_for(pilot, cond: Callable[[], bool], what: str, rounds: int = 200) -> None:
-    """Process messages until ``cond`` holds (bounded; no sleeping)."""
-    for _ in range(rounds):
-        if cond():
-            return
-        await pilot.pause()
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

@@ -5,42 +5,19 @@ tmux is an external process, so this polls `capture-pane` in a bounded loop with
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
+from tmux_helpers import TMUX_MARKS, TmuxServer
 
 ROOT = Path(__file__).resolve().parents[2]
-# CI installs tmux (.ci/run): there a missing tmux is a failure, never a skip
-_NO_TMUX = shutil.which("tmux") is None and os.environ.get("CI", "").lower() != "true"
-pytestmark = [pytest.mark.tmux, pytest.mark.skipif(_NO_TMUX, reason="tmux not installed")]
-
-
-def _tmux(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True, timeout=20, check=check)
-
-
-SOCKET = f"sparktui-test-{uuid.uuid4().hex[:8]}"  # a private tmux server: never touches the user's
-
-
-def _capture(name: str) -> str:
-    return _tmux("capture-pane", "-p", "-t", name).stdout
-
-
-def _poll(name: str, cond, what: str, timeout: float = 30.0) -> str:
-    deadline = time.monotonic() + timeout
-    screen = ""
-    while time.monotonic() < deadline:
-        screen = _capture(name)
-        if cond(screen):
-            return screen
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}; screen was:\n{screen}")
+pytestmark = TMUX_MARKS
+_tmux = TmuxServer("sparktui-test")
+SOCKET = _tmux.socket
+_capture, _poll = _tmux.capture, _tmux.poll
 
 
 def _log_area(screen: str) -> list[str]:

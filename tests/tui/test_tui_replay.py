@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import screen_text, wait_for
 
-from sparktui.commands.replay import load_session, parse_stamp
+from sparktui.commands.replay import load_session
+from sparktui.timefmt import parse
 from sparktui.config import demo_config
 from sparktui.engine import Engine
 from sparktui.model import Finding, FindingRaised
@@ -15,8 +16,8 @@ from sparktui.tui.app import SparkApp
 
 
 def test_parse_stamp_handles_docker_nanoseconds():
-    assert parse_stamp("2026-04-08T23:13:20.123456789Z") == DEMO_EPOCH + 0.123456
-    assert parse_stamp("not-a-time") is None
+    assert parse("2026-04-08T23:13:20.123456789Z") == DEMO_EPOCH + 0.123456
+    assert parse("not-a-time") is None
 
 
 async def test_session_replays_into_the_same_screen(tmp_path):

@@ -8,8 +8,7 @@ one: ``score_corpus.part_of`` decides) or real lines quoted in the catalogue.
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
+import tomllib
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,23 +20,7 @@ from sparktui.diagnosis.classifier import SourceScanner
 from sparktui.diagnosis.end_phase import default_end_phases
 from sparktui.diagnosis.exc_shapes import default_shapes, parse
 
-ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT / "tests" / "fixtures" / "corpus"
-sys.path.insert(0, str(ROOT / "scripts"))
-from score_corpus import load_cases, part_of  # noqa: E402
-
-
-def held_in(rel: str) -> list[str]:
-    """The files of one held-in case (refuses a held-out one: those are only ever measured)."""
-    assert part_of(Path(rel).name) == "in", f"{rel} is held out"
-    files = sorted(CORPUS.glob(f"{rel}.log")) or sorted(CORPUS.glob(f"{rel}.rank*.log"))
-    assert files, rel
-    return [str(p) for p in files]
-
-
-def named(paths: list[str]) -> list[str]:
-    """Error/warning finding ids in ranked order (what `sparktui diagnose` lists first)."""
-    return [f.id for f in analyse(paths).findings if f.severity != "info"]
+from corpus_helpers import CORPUS, held_in, load_cases, named
 
 
 def diagnose_lines(lines: list[str]) -> list:
@@ -112,23 +95,6 @@ def test_other_engines_wording_of_an_unsupported_architecture():
         "compatible with vLLM.") == "unsupported_architecture"
 
 
-def test_a_bare_exception_message_that_goes_on_over_lines():
-    # a/spark_sparkrun_220: DeepGEMM's include for sm121 is missing from the image (GB10)
-    assert named(held_in("a/spark_sparkrun_220_deepgemm_sm121_missing"))[0] == "broken_install"
-
-
-def test_bare_root_of_a_chain_whose_last_traceback_was_cut():
-    # a/spark_sparkvllmdocker_348: "TimeoutError" (the workers' broadcast), then "The above exception
-    # was the direct cause ...", then a traceback cut before its exception line
-    assert named(held_in("a/spark_sparkvllmdocker_348_shm_dequeue_timeout"))[0] == "rpc_timeout"
-
-
-def test_frames_cut_before_the_exception_name_it_by_the_raising_function():
-    # a/vllm_ipexllm_13287: neither the "Traceback" header nor the ValueError survived, the last
-    # frame is vLLM's registry raising for an unsupported architecture
-    assert named(held_in("a/vllm_ipexllm_13287_glm41v_unsupported"))[0] == "unsupported_architecture"
-
-
 def test_last_line_killed_is_a_kill():
     lines = ["INFO 03-27 10:01:00 [gpu_model_runner.py:2602] Starting to load model /models/qwen35...",
              "./run.sh: line 12: 48211 Killed                  python3 -m vllm.entrypoints.openai.api_server"]
@@ -153,15 +119,6 @@ def test_launcher_prefixes_do_not_hide_the_exception():
     assert parse("0: torch.OutOfMemoryError: CUDA out of memory")[0] == "torch.OutOfMemoryError"
     assert parse("2024-01-01 10:00:00 | ERROR | stderr | ValueError: y") == ("ValueError", "y")
     assert parse("Note: RuntimeError is raised") is None
-
-
-def test_traceback_cut_before_its_header_still_names_the_cause():
-    # a/spark_vllm_31740: the bare exception line survived, its "Traceback" header did not
-    assert named(held_in("a/spark_vllm_31740_flashinfer_no_arch"))[0] == "broken_install"
-
-
-def test_traceback_of_another_engine_names_unsupported_architecture():
-    assert named(held_in("a/trtllm_trtllm_5510_unknown_arch_qwen3"))[0] == "unsupported_architecture"
 
 
 def test_chain_root_is_named_before_its_consequence():
@@ -301,3 +258,13 @@ def test_arbitrary_bytes_never_raise(data):
         text = raw.decode("utf-8", "replace")
         default_shapes().classify_line(text, text)
         default_end_phases().of_line(text)
+
+
+# ------------------------------------------------------------------ the cause named first (data: a table)
+
+NAMED_FIRST = tomllib.loads((CORPUS.parent / "named_first.toml").read_text(encoding="utf-8"))["case"]
+
+
+@pytest.mark.parametrize("c", NAMED_FIRST, ids=[c["name"] for c in NAMED_FIRST])
+def test_the_cause_is_named_first(c):
+    assert named(held_in(c["case"]))[0] == c["first"], c.get("why", "")

@@ -1,51 +1,22 @@
 """More detectors that generalise (issue 12, part c): launcher ssh failures, parallel-layout checks,
 model files, NCCL init/network/mismatch wordings, Ray worker exits and placement demands.
 
-One test per detector, on a held-in excerpt of the corpus (``score_corpus.part_of`` decides; a
-held-out file is refused) or on a real line quoted from a held-in case.  Held-out cases are only
+One test (or one row of tests/fixtures/named_first.toml) per detector, on a held-in excerpt of the
+corpus (``score_corpus.part_of`` decides; a held-out file is refused) or on a real line quoted from a held-in case.  Held-out cases are only
 ever measured by ``scripts/score_corpus.py --part out``.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from sparktui.commands.diagnose import analyse
 from sparktui.diagnosis.catalogue import default_catalogue
 from sparktui.diagnosis.exc_shapes import default_shapes
 
-ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT / "tests" / "fixtures" / "corpus"
-sys.path.insert(0, str(ROOT / "scripts"))
-from score_corpus import part_of, read_header  # noqa: E402
-
-
-def held_in(rel: str) -> list[str]:
-    """The files of one held-in case (refuses a held-out one)."""
-    assert part_of(Path(rel).name) == "in", f"{rel} is held out"
-    files = sorted(CORPUS.glob(f"{rel}.log")) or sorted(CORPUS.glob(f"{rel}.rank*.log"))
-    assert files, rel
-    return [str(p) for p in files]
-
-
-def named(paths: list[str]) -> list[str]:
-    """Error/warning finding ids in ranked order (what `sparktui diagnose` lists first)."""
-    return [f.id for f in analyse(paths).findings if f.severity != "info"]
-
-
-def line_of(rel: str, needle: str) -> str:
-    """A verbatim line of a held-in excerpt."""
-    (path,) = held_in(rel)
-    return next(ln for ln in Path(path).read_text(encoding="utf-8").splitlines() if needle in ln)
-
+from corpus_helpers import held_in, line_of, named, part_of, read_header
 
 # ----------------------------------------------------------------------------- launcher ssh
-
-def test_ssh_could_not_resolve_hostname_is_a_launcher_failure():
-    # DeepSpeed's runner ssh'es to every hostfile entry; the traceback after it is cut off
-    assert named(held_in("b/deepspeed_cpm2finetune_42_docker_ssh_resolve_node0"))[0] == "launcher_ssh_failed"
-
 
 def test_ssh_permission_denied_publickey_line():
     line = line_of("b/deepspeed_deepspeed_5709_localhost_publickey_denied", "Permission denied (publickey")
@@ -66,30 +37,12 @@ def test_launcher_ssh_shapes_runtimeerror_not_reachable_via_ssh():
 
 # ----------------------------------------------------------------------------- parallel layout
 
-def test_world_size_vs_tp_times_pp_shape():
-    assert named(held_in("a/vllm_msswift_3739_world_size_not_tp_times_pp"))[0] == "world_size_mismatch"
-
-
 def test_world_size_vs_local_gpus_is_an_executor_misconfiguration():
     # vllm#15217 (a case named into the held-in part): -pp 2 over two nodes with the local executor
     assert part_of("vllm_vllm_15217_world_size_exceeds_local_gpus") == "in"
     assert default_shapes().classify_line(
         "RuntimeError: please ensure that world_size (2) is less than than max local gpu count (1)") \
         == "multinode_executor_misconfig"
-
-
-# ----------------------------------------------------------------------------- model files
-
-def test_no_supported_config_format_is_a_missing_model():
-    assert named(held_in("a/vllm_vllm_13150_no_supported_config_format"))[0] == "model_path_missing"
-
-
-def test_config_file_not_valid_json_is_a_missing_model():
-    assert named(held_in("a/vllm_omniparser_130_config_json_zero_bytes"))[0] == "model_path_missing"
-
-
-def test_keyerror_in_config_mapping_is_an_old_transformers():
-    assert named(held_in("b/pytorch_alphaedit_27_keyerror_llama_transformers_4231"))[0] == "transformers_version_mismatch"
 
 
 # ----------------------------------------------------------------------------- GPU capability
@@ -111,18 +64,10 @@ def test_comm_init_with_arguments_and_a_cause_names_both():
     assert default_catalogue().match(line).id == "nccl_comm_init_failed"
 
 
-def test_horovod_comm_init_unhandled_cuda_error():
-    assert named(held_in("b/pytorch_ignite_3466_horovod_comminit_unhandled_cuda"))[0] == "nccl_comm_init_failed"
-
-
 def test_net_connection_closed_by_remote_peer_any_socket_function():
     # NCCL 2.14's "Net :" wording (not socketProgress) of a peer that went away
     line = line_of("b/nccl_nccl_795_broken_pipe_remote_crash", "Net : Connection closed by remote peer")
     assert default_catalogue().match(line).id == "nccl_network_error"
-
-
-def test_nccl_mismatched_collective_warning():
-    assert named(held_in("b/nccl_nccl_296_mismatched_collective_detected"))[0] == "nccl_collective_mismatch"
 
 
 def test_internal_error_with_socket_recv_last_error():

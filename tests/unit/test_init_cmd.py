@@ -115,14 +115,7 @@ def test_write_validated_refuses_a_bad_file_and_leaves_the_old_one(tmp_path):
 
 
 def test_probe_of_this_machine_renders_a_loadable_config(tmp_path):
-    async def go():
-        node = LocalNode(NodeConfig(name="local1", backend="local"))
-        try:
-            return await probe_inventory(node)
-        finally:
-            await node.close()
-
-    inv = asyncio.run(go())
+    inv = _probe_local()
     assert inv.hostname and inv.links  # ip -j addr was read
     assert any(ln.name == "lo" for ln in inv.links)
     socks = [s for s in ("/var/run/docker.sock", "/run/docker.sock") if Path(s).is_socket()]

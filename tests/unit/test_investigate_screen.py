@@ -7,7 +7,7 @@ import asyncio
 from sparktui.config import demo_config
 from sparktui.engine import Engine
 from sparktui.sim import DEMO_EPOCH, SimCluster
-from sparktui.tui import investigate as inv_screen
+from sparktui.tui.screens import investigate as inv_screen
 from sparktui.tui.app import SparkApp
 
 

@@ -12,7 +12,8 @@ import pytest
 from sparktui.logs.follow import LogCursor, split_ts
 from sparktui.model import ContainerState
 from sparktui.probes import gpu, links, memory
-from sparktui.probes.containers import from_inspect, parse_docker_time, rfc3339_ns
+from sparktui.probes.containers import from_inspect
+from sparktui.timefmt import parse, parse_ns
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 SMI = FIX / "nvidia-smi"
@@ -114,13 +115,13 @@ def test_ip_addr_real_capture_and_ibdev2netdev():
 
 
 def test_docker_times():
-    assert parse_docker_time("0001-01-01T00:00:00Z") is None
-    t = parse_docker_time("2026-11-29T20:00:25.011869369Z")
+    assert parse("0001-01-01T00:00:00Z") is None
+    t = parse("2026-11-29T20:00:25.011869369Z")
     assert t == pytest.approx(1795982425.011869, abs=1e-6)
-    assert parse_docker_time("2026-11-29T21:00:25+01:00") == pytest.approx(1795982425.0)
-    assert rfc3339_ns("2026-11-29T20:00:25.0118Z") == 1795982425_011800000
-    assert rfc3339_ns("2026-11-29T20:00:25Z") == 1795982425_000000000
-    assert rfc3339_ns("garbage") is None
+    assert parse("2026-11-29T21:00:25+01:00") == pytest.approx(1795982425.0)
+    assert parse_ns("2026-11-29T20:00:25.0118Z") == 1795982425_011800000
+    assert parse_ns("2026-11-29T20:00:25Z") == 1795982425_000000000
+    assert parse_ns("garbage") is None
 
 
 def test_from_inspect_killed_container():
@@ -142,7 +143,7 @@ def test_log_cursor_resume_has_no_duplicate_and_no_gap():
     c = LogCursor()
     first = [("2026-11-29T20:00:25.1Z", "a"), ("2026-11-29T20:00:25.2Z", "b"), ("2026-11-29T20:00:25.2Z", "b")]
     assert [c.accept(ts, t) for ts, t in first] == [True, True, True]
-    assert c.since() == pytest.approx(rfc3339_ns("2026-11-29T20:00:25.199Z") / 1e9)
+    assert c.since() == pytest.approx(parse_ns("2026-11-29T20:00:25.199Z") / 1e9)
     c.begin_resume()
     # the daemon replays from `since`: repeats are dropped, a third "b" in the same ns and later lines kept
     again = [("2026-11-29T20:00:25.1Z", "a"), ("2026-11-29T20:00:25.2Z", "b"), ("2026-11-29T20:00:25.2Z", "b"),

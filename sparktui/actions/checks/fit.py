@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...units import GIB, gib
 from . import CheckResult, fail, ok, warn
 
-GIB = 1 << 30
 MIN_KV_BYTES = 2 * GIB  # below this vLLM cannot hold a useful KV cache ("No available memory for the cache blocks")
 OVERHEAD_FRACTION = 0.05  # activations, CUDA graphs, NCCL buffers on top of the weights
 
@@ -47,10 +47,6 @@ def compute_fit(model_bytes: int, tp: int, mem_total: int, mem_available: int, u
     single = model_bytes + int(model_bytes * OVERHEAD_FRACTION) + MIN_KV_BYTES
     return Fit(per_rank, reservation, needed, reservation - per_rank - overhead, single,
                needed <= reservation, single <= reservation, mem_available >= reservation)
-
-
-def gib(n: int) -> str:
-    return f"{n / GIB:.1f} GiB"
 
 
 def fit_results(node_name: str, model_bytes: int, size_source: str, tp: int, mem_total: int, mem_available: int,

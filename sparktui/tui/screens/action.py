@@ -7,7 +7,7 @@ through the one ConfirmModal.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rich.text import Text
 from textual import work
@@ -27,20 +27,40 @@ from .confirm import ConfirmModal
 from .findings import detail as finding_detail
 
 if TYPE_CHECKING:
-    from ...actions.base import Action, ActionResult
+    from ...actions.base import Action, ActionContext, ActionResult, ConfirmFn
     from ...actions.registry import ActionEntry
+    from ...model import Emit
+
+
+class ContextFactory(Protocol):
+    """Makes the context an action runs in (the app's ``make_action_context``): nodes, config, timeline."""
+
+    def __call__(self, *, emit: "Emit", confirm: "ConfirmFn") -> "ActionContext": ...
+
+
+class RunsActions:
+    """A screen that runs an action: the app hands its context factory down when it opens the screen
+    (attributes down); a screen pushed by hand, as tests do, falls back to the app's own."""
+
+    _make_context: ContextFactory | None = None
+
+    def make_context(self, *, emit: "Emit", confirm: "ConfirmFn") -> "ActionContext":
+        factory = self._make_context or self.app.make_action_context  # type: ignore[attr-defined]
+        return factory(emit=emit, confirm=confirm)
 
 STATUS_STYLE = {"ok": "$success", "warn": "$warning", "failed": "$error", "cancelled": "$warning",
                 "started": "$primary", "progress": "$primary", "info": "$text-muted"}
 
 
-class ActionScreen(Screen[None]):
+class ActionScreen(RunsActions, Screen[None]):
     BINDINGS = [Binding("escape", "back", "Back (cancels a running action)", id="action-back")]
 
-    def __init__(self, entry: "ActionEntry", action_cls: "type[Action]") -> None:
+    def __init__(self, entry: "ActionEntry", action_cls: "type[Action]",
+                 make_context: ContextFactory | None = None) -> None:
         super().__init__()
         self.entry = entry
         self.action_cls = action_cls
+        self._make_context = make_context
         self.result: "ActionResult | None" = None
         self.events: list[ActionEvent] = []
         self._worker: Worker | None = None
@@ -62,7 +82,7 @@ class ActionScreen(Screen[None]):
 
     @work(exclusive=True, exit_on_error=False, group="action", description="guided action")
     async def run_action(self) -> None:
-        ctx = self.app.make_action_context(emit=self._emit, confirm=self._confirm)  # type: ignore[attr-defined]
+        ctx = self.make_context(emit=self._emit, confirm=self._confirm)
         result = await self.action_cls().run(ctx)
         self.post_message(ActionDone(result))
 

@@ -10,7 +10,20 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 
-class ConfirmModal(ModalScreen[bool]):
+class YesNoModal(ModalScreen[bool]):
+    """A question its buttons and the y / n / esc keys answer; True only for the yes button or y."""
+
+    YES_ID = "yes"  # the id of the yes button
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id == self.YES_ID)
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class ConfirmModal(YesNoModal):
     AUTO_FOCUS = "#no"  # the safe answer has the focus: Enter alone never destroys
     BINDINGS = [
         Binding("y", "answer(True)", "Yes", id="confirm-yes"),
@@ -32,10 +45,3 @@ class ConfirmModal(ModalScreen[bool]):
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Yes [y]", id="yes", variant="error")
                 yield Button("No [n]", id="no", variant="primary")
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        self.dismiss(event.button.id == "yes")
-
-    def action_answer(self, yes: bool) -> None:
-        self.dismiss(yes)

@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from .. import keymap
+from ..messages import OpenAction
 from ..widgets.findings_strip import FindingsStrip
 from ..widgets.node_pane import NodePane
 from .findings import FindingsScreen
@@ -233,7 +234,7 @@ class MainScreen(Screen[None]):
         self.app.push_screen(FindingsScreen(self.app.engine.ranked_findings()), self.jump_to_finding)
 
     def action_guided(self, name: str) -> None:
-        self.app.open_action(name)
+        self.post_message(OpenAction(name))  # messages up: the app opens it (or says why not)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "guided" and parameters:

@@ -13,7 +13,8 @@ from textual.content import Content
 from ...logs.redact import redact
 from ...logs.sanitize import safe
 from ...model import MILESTONE_ORDER, ContainerInfo, ContainerState
-from ..format import bar, clock, duration, gib, level
+from ...units import gib
+from ..format import bar, clock, duration, level
 
 if TYPE_CHECKING:
     from ...state import NodeState
@@ -74,17 +75,17 @@ def memory(node: "NodeState", width: int, gpu_mem_util: float | None = None) -> 
     if m is None:
         return Content.styled("MEM  waiting for a sample…", "$text-muted")
     frac = m.used_fraction
-    used = f" {gib(m.used)}/{gib(m.total)} GiB"
+    used = f" {gib(m.used, '')}/{gib(m.total, '')} GiB"
     # (drop order, text, style) in display order: a narrow pane drops page cache, then PSI, and then
     # shrinks the gauge, rather than cutting "vLLM wants" off mid-number
-    extras: list[tuple[int, str, str]] = [(0, "  cache " + gib(m.cached), "$text-muted")]
+    extras: list[tuple[int, str, str]] = [(0, "  cache " + gib(m.cached, ''), "$text-muted")]
     if m.psi_some_avg10 is not None:
         psi_style = "$error" if m.psi_some_avg10 >= 10 else ("$warning" if m.psi_some_avg10 >= 1 else "$text-muted")
         extras.append((1, f"  PSI {m.psi_some_avg10:.1f}%", psi_style))
     if gpu_mem_util:
         want = gpu_mem_util * m.total
         style = "$error" if want > m.available and frac < 0.5 else "$text-muted"
-        extras.append((2, f"  vLLM wants {gib(want)} ({gpu_mem_util:.2f}×)", style))
+        extras.append((2, f"  vLLM wants {gib(want, '')} ({gpu_mem_util:.2f}×)", style))
     fixed = len("MEM ") + len(used)
 
     def need() -> int:
@@ -123,10 +124,10 @@ def gpu(node: "NodeState") -> Content:
         if g.unified_memory:
             parts.append(("  mem unified", "$text-muted"))
         else:
-            parts.append(f"  mem {gib(g.mem_used_bytes)}/{gib(g.mem_total_bytes)} GiB")
+            parts.append(f"  mem {gib(g.mem_used_bytes, '')}/{gib(g.mem_total_bytes, '')} GiB")
         lines.append(Content.assemble(*parts))
         for p in g.processes[:3]:
-            used = "[N/A]" if p.used_memory_bytes is None else f"{gib(p.used_memory_bytes)} GiB"
+            used = "[N/A]" if p.used_memory_bytes is None else gib(p.used_memory_bytes)
             lines.append(Content.assemble(("   pid ", "$text-muted"), str(p.pid), " ", safe(p.name)[:40], ("  " + used, "$text-muted")))
     return Content("\n").join(lines)
 

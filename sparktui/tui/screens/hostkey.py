@@ -1,6 +1,7 @@
 """Asks whether to trust a node's SSH host key that known_hosts does not vouch for.
 
-Shown by the app when a collector or action reports ``nodes.base.HostKeyError``; the answer is
+Shown by the app when a node's state holds a ``model.HostKeyOffer`` (its collector met a
+``nodes.base.HostKeyError`` and said so on the reachability event); the answer is
 True only on an explicit yes.  "No" has the focus, and a *changed* key is flagged as a possible
 man-in-the-middle.  The caller records the key (``SshNode.trust_offered_key(fingerprint)``) and
 reconnects; this screen does no IO.
@@ -8,15 +9,22 @@ reconnects; this screen does no IO.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from .confirm import YesNoModal
 
-class HostKeyModal(ModalScreen[bool]):
+if TYPE_CHECKING:
+    from ...model import HostKeyOffer
+
+
+class HostKeyModal(YesNoModal):
+    YES_ID = "hostkey-yes"
     AUTO_FOCUS = "#hostkey-no"
     BINDINGS = [
         Binding("y", "answer(True)", "Trust", id="hostkey-yes"),
@@ -33,9 +41,9 @@ class HostKeyModal(ModalScreen[bool]):
         self.hint = hint
 
     @classmethod
-    def from_error(cls, err) -> "HostKeyModal":
-        """From a ``HostKeyError``."""
-        return cls(err.node, err.host, err.fingerprint, err.changed, err.hint)
+    def from_offer(cls, node: str, offer: "HostKeyOffer") -> "HostKeyModal":
+        """From the ``HostKeyOffer`` a node's reachability event carried."""
+        return cls(node, offer.host, offer.fingerprint, offer.changed, offer.hint)
 
     def compose(self) -> ComposeResult:
         if self.changed:
@@ -55,10 +63,3 @@ class HostKeyModal(ModalScreen[bool]):
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Trust and connect [y]", id="hostkey-yes", variant="error" if self.changed else "warning")
                 yield Button("Refuse [n]", id="hostkey-no", variant="primary")
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        self.dismiss(event.button.id == "hostkey-yes")
-
-    def action_answer(self, yes: bool) -> None:
-        self.dismiss(yes)

@@ -8,20 +8,15 @@ one column per node, and the R7 items.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from textual import work
 from textual.containers import Horizontal
 from textual.content import Content
 from textual.widgets import DataTable, Static
 
-from ..logs.redact import redact
-from ..logs.sanitize import safe
-from .messages import ActionDone
-from .screens.action import ActionScreen
-
-if TYPE_CHECKING:
-    from ..diagnosis.verdict import Verdict
+from ...logs.redact import redact
+from ...logs.sanitize import safe
+from ..messages import ActionDone
+from .action import ActionScreen
 
 
 def clean(line: str) -> str:
@@ -40,14 +35,14 @@ class InvestigateScreen(ActionScreen):
     InvestigateScreen .verdict-node { width: 1fr; height: auto; padding: 0 1; border-left: solid $panel; }
     """
 
-    def __init__(self, entry, action_cls) -> None:
-        super().__init__(entry, action_cls)
+    def __init__(self, entry, action_cls, make_context=None) -> None:
+        super().__init__(entry, action_cls, make_context)
         self._rows = 0
         self.action_obj = None
 
     @work(exclusive=True, exit_on_error=False, group="action", description="investigate")
     async def run_action(self) -> None:
-        ctx = self.app.make_action_context(emit=self._emit, confirm=self._confirm)  # type: ignore[attr-defined]
+        ctx = self.make_context(emit=self._emit, confirm=self._confirm)
         sim = all(getattr(n, "backend", "") == "sim" for n in ctx.nodes.values()) and ctx.nodes
         self.action_obj = self.action_cls(interval=SIM_INTERVAL) if sim else self.action_cls()
         result = await self.action_obj.run(ctx)
@@ -63,19 +58,20 @@ class InvestigateScreen(ActionScreen):
         table.move_cursor(row=table.row_count - 1)
 
     def _show_result(self) -> None:
-        verdict: "Verdict | None" = getattr(self.action_obj, "verdict", None)
-        if verdict is None:
+        # the verdict as the action reports it (Verdict.to_json in ActionResult.data)
+        verdict = self.result.data.get("verdict") if self.result is not None else None
+        if not verdict:
             super()._show_result()
             return
         summary = self.query_one("#action-summary", Static)
-        tone = "$error" if verdict.problem else "$success"
+        tone = "$error" if verdict["problem"] else "$success"
         parts = [
-            Content.assemble((f"{verdict.rule}  ", tone + " bold"), (safe(verdict.title), "bold"),
-                             (f"   confidence {verdict.confidence:.2f}", "$text-muted")),
-            Content.assemble(("findings: ", "$text-muted"), ", ".join(verdict.finding_ids) or "none"),
-            Content.assemble(("next: ", "$accent bold"), safe(verdict.next_action)),
+            Content.assemble((f"{verdict['rule']}  ", tone + " bold"), (safe(verdict["title"]), "bold"),
+                             (f"   confidence {verdict['confidence']:.2f}", "$text-muted")),
+            Content.assemble(("findings: ", "$text-muted"), ", ".join(verdict["finding_ids"]) or "none"),
+            Content.assemble(("next: ", "$accent bold"), safe(verdict["next_action"])),
         ]
-        for item in verdict.latent:
+        for item in verdict["latent"]:
             parts.append(Content.assemble(("R7 ", "$warning bold"), safe(item["title"])))
             parts += [Content.styled("    " + clean(line)[:300], "$text-muted") for line in item.get("evidence", [])[:4]]
         summary.update(Content("\n").join(parts))
@@ -85,6 +81,6 @@ class InvestigateScreen(ActionScreen):
             w.remove()
         cols = Horizontal(classes="verdict-columns")
         summary.parent.mount(cols)  # type: ignore[union-attr]
-        for node, lines in verdict.evidence.items():
+        for node, lines in verdict["evidence"].items():
             body = Content("\n").join([Content.styled(safe(node), "bold")] + [Content(clean(line)[:300]) for line in lines])
             cols.mount(Static(body, classes="verdict-node"))

@@ -1,0 +1,35 @@
+"""The diagnosis corpus (tests/fixtures/corpus) as tests read it: held-in cases only, the findings
+`sparktui diagnose` names first, a verbatim line.  Held-out cases are only ever measured by
+``scripts/score_corpus.py --part out``; ``score_corpus.part_of`` decides which is which.
+tests/ is on sys.path (the rootdir conftest's folder)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from sparktui.commands.diagnose import analyse
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "fixtures" / "corpus"
+sys.path.insert(0, str(ROOT / "scripts"))
+from score_corpus import load_cases, part_of, read_header  # noqa: E402,F401 (the tests' way to them)
+
+
+def held_in(rel: str) -> list[str]:
+    """The files of one held-in case (refuses a held-out one: those are only ever measured)."""
+    assert part_of(Path(rel).name) == "in", f"{rel} is held out"
+    files = sorted(CORPUS.glob(f"{rel}.log")) or sorted(CORPUS.glob(f"{rel}.rank*.log"))
+    assert files, rel
+    return [str(p) for p in files]
+
+
+def named(paths: list[str]) -> list[str]:
+    """Error/warning finding ids in ranked order (what `sparktui diagnose` lists first)."""
+    return [f.id for f in analyse(paths).findings if f.severity != "info"]
+
+
+def line_of(rel: str, needle: str) -> str:
+    """A verbatim line of a held-in excerpt."""
+    (path,) = held_in(rel)
+    return next(ln for ln in Path(path).read_text(encoding="utf-8").splitlines() if needle in ln)
