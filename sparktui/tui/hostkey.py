@@ -32,11 +32,6 @@ class HostKeyModal(ModalScreen[bool]):
         self.changed = changed
         self.hint = hint
 
-    @classmethod
-    def from_error(cls, err) -> "HostKeyModal":
-        """From a ``HostKeyError``."""
-        return cls(err.node, err.host, err.fingerprint, err.changed, err.hint)
-
     def compose(self) -> ComposeResult:
         if self.changed:
             title = Content.styled(f"{self.node}: the host key of {self.host} has CHANGED", "bold $error")
