@@ -1,6 +1,6 @@
 """Classifier throughput on the real 7 MB NCCL flood log (busy_ras.rank1.log), and the ratio to
 `grep -E -c` run with the same pattern set (catalogue + milestone regexes, translated to POSIX ERE)
-on the same file.  Medians over >= 5 runs.  Budget (DESIGN.md): >= 500k lines/s.
+on the same file.  Medians over >= 5 runs.  Budget: >= 500k lines/s (docs/architecture.md "Performance budgets").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Live-ingest figures (DESIGN.md budgets): two nodes streaming real NCCL lines together.
+"""Live-ingest figures (docs/architecture.md "Performance budgets"): two nodes streaming real NCCL lines together.
 
 - engine ingest: lines/s through the full engine (reducer, Diagnoser, stall detector, log store,
   session files), two producer threads like two nodes' log followers; the persisted files are

@@ -7,7 +7,7 @@
 - attach: a second `sparktui launch` finding the running mp cluster and following it to ready.
 
 Also reported: stop time.  Uses the bed at SPARKTUI_BENCH_LAUNCH_BED (+ _NET) when given, else makes
-one (`scripts/testbed up --nodes 3 --scenario real-vllm`) and removes it.  No budget in DESIGN.md.
+one (`scripts/testbed up --nodes 3 --scenario real-vllm`) and removes it.  No budget (docs/architecture.md "Performance budgets").
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
 - RSS: the summed resident memory of the server's processes (API server, EngineCore, worker) once
   ready, read from /proc of the container's processes.
 
-Runs on its own bed (SPARKTUI_BENCH_REALVLLM_BED names one to reuse).  No budget in DESIGN.md: reported.
+Runs on its own bed (SPARKTUI_BENCH_REALVLLM_BED names one to reuse).  No budget (docs/architecture.md "Performance budgets"): reported.
 """
 
 from __future__ import annotations

@@ -261,7 +261,7 @@ class LogBatch:
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    id: str  # one of the ids of DESIGN.md ("nccl_init_hang", ...) or a newer one
+    id: str  # a catalogue id ("nccl_init_hang", ...): docs/findings.md lists them all
     severity: Severity
     title: str
     source: str = ""  # file, or "node/container"
@@ -296,7 +296,7 @@ class FindingRaised:
 
 @dataclass(frozen=True, slots=True)
 class Milestone:
-    """Startup progress on one node (DESIGN.md "Milestones")."""
+    """Startup progress on one node (the steps of ``MILESTONE_ORDER``; docs/architecture.md "Milestones")."""
 
     id: str  # container_started, ray_joined, arch_resolved, nccl_ready, weights_loading,
     # weights_loaded, kv_cache, cuda_graphs, api_ready, first_prompt

@@ -164,7 +164,7 @@ def strip_owned(args: tuple[str, ...]) -> tuple[tuple[str, ...], list[str]]:
 
 
 def pinned_env(config: Config, n: NodeConfig, ip: str, head_ip: str) -> dict[str, str]:
-    """The fabric pinning every rank gets (seed-systems.md §1.3 and §7.2), for this node."""
+    """The fabric pinning every rank gets (NCCL, Gloo, Ray and vLLM each pick an interface of their own unless told), for this node."""
     c = config.cluster
     env: dict[str, str] = {"VLLM_HOST_IP": ip, "MASTER_ADDR": head_ip, "MASTER_PORT": str(c.master_port)}
     if n.fabric_if:
@@ -177,7 +177,7 @@ def pinned_env(config: Config, n: NodeConfig, ip: str, head_ip: str) -> dict[str
     if c.executor == "ray" and c.engine == "vllm":
         env.update(RAY_NODE_IP_ADDRESS=ip, RAY_OVERRIDE_NODE_IP_ADDRESS=ip, RAY_memory_monitor_refresh_ms="0")
     if c.engine == "sglang":
-        env["SGLANG_HOST_IP"] = ip  # else its ZMQ queue advertises the default route (seed-systems.md §5)
+        env["SGLANG_HOST_IP"] = ip  # else its ZMQ queue advertises the default route (a cross-node init hang)
     return env
 
 

@@ -1,4 +1,4 @@
-"""``doctor``: every preflight check of DESIGN.md ("Doctor checks"), each ok / warn / fail with the
+"""``doctor``: every preflight check (README "Doctor checks"), each ok / warn / fail with the
 evidence and the fix.  Read-only: it starts nothing but short probe containers (removed again).
 
 Which image: ``cluster.hybrid_image`` when it exists on the head (what build-image made and

@@ -1,5 +1,5 @@
 """``launcher = "spark-vllm-docker"``: drive a ``launch-cluster.sh`` checkout on the head node instead of
-starting the containers ourselves, without its traps (seed-systems.md §1.1):
+starting the containers ourselves, without its traps:
 
 - every option goes before ``exec`` (an unknown word ends the script's option parsing and becomes the
   command), and each word of the serve command is shell-quoted, because ``exec`` joins the words and

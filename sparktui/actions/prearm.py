@@ -1,5 +1,6 @@
 """Pre-armed launches: the env and container options every cluster launch gets, so that a hang
-can be investigated live without a restart (reference/nccl-debugging.md §6 "Pre-arm at launch").
+can be investigated live without a restart: NCCL and torch read these settings only when a rank starts,
+so they must be in place before the hang, not added once it is seen.
 
 ``prearm(config)`` is the one place these are decided; the launcher adds ``env`` to every rank's
 environment and ``docker_args`` to every ``docker run``.  NCCL's debug files and Flight Recorder

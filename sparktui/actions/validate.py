@@ -33,7 +33,7 @@ SERVING = {"api_ready"}
 SMOKE_PROMPT = "Say hello in one short sentence."
 CONSEQUENCES = {"engine_dead"}  # what follows any start-up failure: the cause is the other finding
 VALIDATE_LABEL = "sparktui.validate"
-# env names community images read, per role (seed-systems.md §2: names differ per tag)
+# env names community images read, per role (the names differ from one image tag to the next)
 ENV_ROLES = {
     "model": ("MODEL_PATH", "MODEL_ID"),
     "port": ("PORT", "VLLM_PORT"),

@@ -1,6 +1,6 @@
 """`sparktui diagnose FILE... [--json]`: offline analysis of log files.
 
-``-`` reads stdin; ``.gz`` files are decompressed transparently.  Exit codes (DESIGN.md): 0 no
+``-`` reads stdin; ``.gz`` files are decompressed transparently.  Exit codes (README "Commands"): 0 no
 error finding, 1 error findings, 2 unreadable input (one line on stderr, nothing else printed).
 """
 

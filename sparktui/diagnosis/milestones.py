@@ -1,4 +1,4 @@
-"""Startup milestones per source (DESIGN.md "Milestones"), from the rules in milestones.toml.
+"""Startup milestones per source (docs/architecture.md "Milestones"), from the rules in milestones.toml.
 
 ``MilestoneTracker.match(line, lineno)`` returns a ``model.Milestone`` when a line advances one
 (weights 18/40 shards, KV cache sized, ...), merging the facts of several lines of one milestone

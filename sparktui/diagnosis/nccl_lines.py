@@ -9,7 +9,8 @@ Public API, used by the classifier, the per-rank NCCL view and the hang investig
 The envelope follows NCCL's ``ncclDebugLog`` layout (src/debug.cc):
 ``[ts] host:pid:tid [dev] [file.cc:line (func)] NCCL INFO|WARN|TRACE|CALL msg``, optionally behind a
 Ray actor prefix ``(RayWorkerWrapper pid=581, ip=10.0.0.2) `` and a docker RFC 3339 timestamp.
-The message regexes are the ones of reference/nccl-debugging.md section 1.2.
+The message regexes follow NCCL's own wordings, checked against the real captures in
+tests/fixtures/nccl-2gpu.
 """
 
 from __future__ import annotations

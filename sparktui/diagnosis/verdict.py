@@ -1,6 +1,6 @@
 """The hang verdict: explicit rules R0..R7 over gathered Evidence (pure; live and --offline share it).
 
-Precedence R1 > R2/R3 > R6 > R4 > R5 > R0 (reference/nccl-debugging.md §6), except that a collective
+Precedence R1 > R2/R3 > R6 > R4 > R5 > R0, except that a collective
 mismatch named exactly by the ranks' own records (R4, Flight Recorder or watchdog) goes first; R7 (latent
 misconfiguration) is always reported beside the verdict.  Every rule names what it saw, per node,
 so a reader can check the reasoning against the raw lines.

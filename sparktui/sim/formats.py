@@ -1,8 +1,8 @@
 """Render simulated node state in the real text formats of the files and tools probes read.
 
 /proc/meminfo and /proc/pressure/memory as the Linux kernel writes them; nvidia-smi's CSV query
-output as a GB10 answers it (memory `[N/A]`, seed-systems.md §6; layout as in the real captures
-of fixtures/nccl-2gpu/*.gpu.csv and compute-apps.txt).
+output as a GB10 answers it (memory `[N/A]`: unified memory has no GPU figure; layout as in the
+real captures of tests/fixtures/nccl-2gpu/*.gpu.csv and compute-apps.txt).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Unified memory and GPU of a simulated GB10 node as a pure function of (scene, node, t).
 
-Numbers follow reference/seed-systems.md §6: MemTotal ~127.6 GB in /proc/meminfo, vLLM sees
+Numbers are those of a real DGX Spark: MemTotal ~127.6 GB in /proc/meminfo, vLLM sees
 121.63 GiB, idle ~8 GB used; nvidia-smi has no memory figure on GB10 (unified) but per-process use
-works.  GPU figures per phase: idle ~4-5 W, NCCL spin ~96 % at 15-21 W (nccl-debugging.md §0/§4).
+works.  GPU figures per phase: idle ~4-5 W, NCCL spin ~96 % at 15-21 W (busy-waiting, little work).
 """
 
 from __future__ import annotations

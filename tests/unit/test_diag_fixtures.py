@@ -1,4 +1,4 @@
-"""Diagnosis of the real NCCL captures (tests/fixtures/nccl-2gpu, see its README in shared/)."""
+"""Diagnosis of the real NCCL captures (tests/fixtures/nccl-2gpu: two ranks on a 2-GPU machine, made to fail on purpose)."""
 
 from __future__ import annotations
 

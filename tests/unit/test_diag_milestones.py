@@ -181,7 +181,7 @@ def test_nodes_running_different_image_ids_raise_image_mismatch():
 
 
 def test_sglang_log_ending_inside_distributed_init_is_a_suspected_hang():
-    # the story of seed-systems §5: both ranks print this, then nothing
+    # SGLang across two nodes without SGLANG_HOST_IP: both ranks print this, then nothing
     lines = ["[2026-02-27 17:00:00 TP0] Init torch distributed begin.",
              "[2026-02-27 17:00:01 TP0] CustomAllreduce is disabled because this process group spans across nodes."]
     dg = Diagnoser()

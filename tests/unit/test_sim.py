@@ -349,7 +349,7 @@ async def test_simnode_ip_ss_test_and_docker_cli():
         await head.read_file("/etc/nope")
 
 
-# NCCL line envelope of reference/nccl-debugging.md §1.2 (Ray prefix, host:pid:tid, [dev], NCCL INFO)
+# NCCL line envelope as NCCL writes it (Ray prefix, host:pid:tid, [dev], NCCL INFO; diagnosis/nccl_lines.py)
 NCCL_ENVELOPE = re.compile(
     r"^(?:\((\w+) pid=(\d+)(?:, ip=([\d.]+))?\) )?(?:\[([^\]]+)\] )?([^:\s]+):(\d+):(\d+) (?:\[(\d+)\] )?"
     r"(?:([\w/.]+):(\d+)(?: \(([^)]*)\))? )?NCCL (INFO|WARN|TRACE|CALL) (.*)$")

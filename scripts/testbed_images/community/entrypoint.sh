@@ -1,5 +1,5 @@
 #!/bin/bash
-# Env-driven entrypoint like the community Qwen3.5 GB10 images (seed-systems.md §2): it is configured
+# Env-driven entrypoint like the community Qwen3.5 GB10 images: it is configured
 # with MODEL_PATH / HOST / PORT / MAX_MODEL_LEN / GPU_MEMORY_UTIL / SERVED_MODEL_NAME and ignores the
 # arguments it is given (so `./run-cluster-node.sh ...` or `vllm serve ...` never reach vLLM).
 if [ $# -gt 0 ]; then

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Test-bed copy of eugr/spark-vllm-docker's launch-cluster.sh as of 2026-01-28 (commit 74c02c3, the
-# Ray-based version), written from reference/seed-systems.md §1.1-§1.4 for the sparktui test bed.
+# Ray-based version), rewritten from that version's documented behaviour for the sparktui test bed.
 # It keeps that version's behaviour, traps included, because sparktui has to cope with them:
 #   - any unknown argument ends option parsing and becomes the exec command (later flags such as
 #     -e/--solo/--no-ray silently run as a shell command); exec joins its words, quoting is lost;

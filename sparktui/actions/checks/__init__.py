@@ -2,7 +2,7 @@
 
 Pure decisions (memory fit, entrypoint contract, version comparison) are plain functions over
 data, so they are tested without IO; the ``check_*`` coroutines gather that data through the
-node handles.  A failed or warned check carries the DESIGN finding id it stands for.
+node handles.  A failed or warned check carries the finding id (docs/findings.md) it stands for.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class CheckResult:
     node: str = ""
     evidence: tuple[str, ...] = ()
     fix: str = ""
-    finding: str = ""  # DESIGN finding id when not ok
+    finding: str = ""  # finding id (docs/findings.md) when not ok
     data: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:

@@ -1,7 +1,8 @@
 """One node: header, container table, memory + sparkline, GPU, serving load, startup progress, log view.
 
 ``update_from(node_state, now)`` is the only way data gets in; it re-renders a part only when the
-(immutable) state object behind it changed, so a 20 Hz refresh is cheap.
+(immutable) state object behind it changed, so the app's repaints (at most one per ``MIN_REFRESH``,
+see docs/architecture.md "Refresh rate") stay cheap.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from typing import TYPE_CHECKING, Callable
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.message import Message
 from textual.widgets import DataTable, ProgressBar, Static
 
 from ...logs.sanitize import safe
@@ -27,12 +27,6 @@ if TYPE_CHECKING:
 
 class NodePane(Vertical):
     COMPONENT_CLASSES = {"state--running", "state--stopped", "state--other"}
-
-    class SourceChosen(Message):
-        def __init__(self, pane: "NodePane", source: str) -> None:
-            super().__init__()
-            self.pane = pane
-            self.source = source
 
     def __init__(self, node: str, store: "LogStore", *, role: str = "", default_source: str = "",
                  gpu_mem_util: float | None = None, fabric_if: str | None = None, clock: Callable[[], float], id: str | None = None) -> None:
@@ -177,7 +171,6 @@ class NodePane(Vertical):
         event.stop()
         name = str(event.row_key.value)
         self.log_view.set_source(name)
-        self.post_message(self.SourceChosen(self, name))
 
 
 _MISSING = object()
