@@ -174,3 +174,28 @@ async def test_save_writes_the_filtered_view_to_a_file(make_app, tmp_path, monke
         assert len(files) == 1
         saved = files[0].read_text().splitlines()
         assert saved == _visible_rows(lines) and saved
+
+
+async def test_an_appended_batch_renders_only_its_new_rows(make_app):
+    """Rows are cached by what they depend on (Textual's Log, toolong): while following, a batch of 3
+    renders 3 rows, not the viewport; wrap, a filter or the theme render afresh."""
+    app = make_app(t=120)
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.refresh_now()
+        await pilot.pause()
+        lines = _lines(app)
+        assert lines.follow
+        rendered: list[int] = []
+        real = lines._text
+        lines._text = lambda row: (rendered.append(row), real(row))[1]
+        _append(app, "spark1", "vllm_qwen35", ["cache a", "cache b", "cache c"])
+        await pilot.pause()
+        assert "cache c" in screen_text(app)
+        assert len(set(rendered)) == 3, rendered
+        assert {lines._row_line(r) for r in rendered} == {lines.total_lines - 3, lines.total_lines - 2,
+                                                         lines.total_lines - 1}
+        rendered.clear()
+        await pilot.press("w")  # wrap changes every row: every line on screen renders again
+        await pilot.pause()
+        shown = sum(len(lines._wrapped(r, lines.scrollable_content_region.width)) for r in set(rendered))
+        assert shown >= lines.scrollable_content_region.height, (shown, sorted(set(rendered)))
