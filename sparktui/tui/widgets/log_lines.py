@@ -274,7 +274,12 @@ class LogLines(ScrollView, can_focus=True):
         self._programmatic = True
         try:
             if virtual != self.virtual_size:
-                self.virtual_size = virtual
+                # it grows with every appended batch, and assigning it asks for a layout pass that
+                # re-renders the whole screen (90 of them in 20 key presses under a flood); only a
+                # scrollbar coming or going changes the layout, and _scroll_update's own reactives
+                # ask for that pass then
+                self.set_reactive(LogLines.virtual_size, virtual)
+                self._scroll_update(virtual)
         finally:
             self._programmatic = False
         if self.follow:
