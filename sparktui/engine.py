@@ -8,6 +8,14 @@
 
 ``emit`` is thread-safe (collectors that wrap blocking docker-py streams run in threads) and
 never blocks; the pump drains in batches so high-rate log lines cost one wake-up per batch.
+
+Bounded under a flood, and honest about it: when one source has more than ``SKIP_ABOVE`` lines
+queued, the pump drops that source to its tail: the older queued lines are only written to the
+session file (cheap), not analysed nor held for the screen, and the store counts them as
+skipped.  When everything queued passes ``LOSE_ABOVE`` lines, new batches are refused at
+``emit`` and counted as lost (even the session file could not keep up).  Both totals, and the
+lines a full session file did not take, go to the store (the pane says them) and to the
+session's events as ``LogGap``.
 """
 
 from __future__ import annotations
@@ -15,12 +23,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import threading
 import time
 from typing import Callable, Iterable, Protocol, Sequence
 
 from .config import Config
 from .logs.store import LogStore
-from .model import Event, LogBatch, LogLine
+from .model import Event, LogBatch, LogGap, LogLine
 from .nodes.base import EventSource
 from .session import Session
 from .state import ClusterState, reduce
@@ -34,10 +43,6 @@ class Processor(Protocol):
     """Consumes events, may derive new ones (findings, milestones).  Must be fast and pure-ish."""
 
     def feed(self, event: Event) -> Iterable[Event]: ...
-
-
-class TickingProcessor(Processor, Protocol):
-    def tick(self, now: float) -> Iterable[Event]: ...
 
 
 class Engine:
@@ -66,6 +71,11 @@ class Engine:
         self._scheduled = False
         self.started = False
         self._ranked: tuple[tuple, list] = ((), [])
+        self._queued: collections.Counter[tuple[str, str]] = collections.Counter()  # lines pending, per source
+        self._queued_total = 0
+        self._lost: collections.Counter[tuple[str, str]] = collections.Counter()  # refused at emit, not yet told
+        self._count_lock = threading.Lock()
+        self._gaps: dict[tuple[str, str], list] = {}  # [skipped, lost, unsaved, last recorded, recorded at]
 
     # ------------------------------------------------------------------ subscription
     def subscribe(self, fn: Subscriber) -> Callable[[], None]:
@@ -84,8 +94,22 @@ class Engine:
         return self._ranked[1]
 
     # ------------------------------------------------------------------ input
+    # a source with more lines than this queued drops to its tail (older ones: session file only);
+    # at 90k lines/s it is ~0.2 s of backlog, so the screen stays well within 2 s of the source
+    SKIP_ABOVE = 20_000
+    LOSE_ABOVE = 200_000  # lines queued in all: beyond it a batch is refused (and counted)
+
     def emit(self, event: Event) -> None:
         """Thread-safe, non-blocking."""
+        if isinstance(event, (LogBatch, LogLine)):
+            n = len(event.lines) if isinstance(event, LogBatch) else 1
+            key = (event.node, event.source)
+            with self._count_lock:
+                if self._queued_total + n > self.LOSE_ABOVE:
+                    self._lost[key] += n
+                    return
+                self._queued[key] += n
+                self._queued_total += n
         self._pending.append(event)
         loop = self._loop
         if loop is None or self._scheduled:
@@ -98,10 +122,6 @@ class Engine:
                 loop.call_soon_threadsafe(self._wake.set)  # type: ignore[union-attr]
         except RuntimeError:  # loop closed during shutdown
             pass
-
-    def emit_many(self, events: Iterable[Event]) -> None:
-        for e in events:
-            self.emit(e)
 
     # ------------------------------------------------------------------ processing
     def process(self, events: list[Event]) -> list[Event]:
@@ -116,11 +136,9 @@ class Engine:
                 self.logs.append(ev.node, ev.source, list(ev.lines))
             elif isinstance(ev, LogLine):
                 self.logs.append(ev.node, ev.source, [ev])
-            if self.session is not None:
-                try:
-                    self.session.record(ev)
-                except OSError as exc:  # a full disk must not stop the screen
-                    log.warning("session write failed: %s", exc)
+            unsaved = self._record(ev)
+            if unsaved:
+                self._gap(ev.node, ev.source, unsaved=unsaved)  # type: ignore[union-attr]
             for p in self.processors:
                 try:
                     derived = p.feed(ev)
@@ -138,18 +156,74 @@ class Engine:
                 log.exception("subscriber failed")
         return out
 
+    def _record(self, ev: Event) -> int:
+        if self.session is None:
+            return 0
+        try:
+            return self.session.record(ev) or 0
+        except OSError as exc:  # a full disk must not stop the screen
+            log.warning("session write failed: %s", exc)
+            return 0
+
     # work per drain, in lines: small enough that a key press waits at most a few ms behind it
     DRAIN_BUDGET = 2000
+    SKIP_COST = 10  # a skipped line only goes to the session file: a tenth of a line's full cost
 
     def drain(self) -> list[Event]:
         batch: list[Event] = []
+        out: list[Event] = []
         pending = self._pending
         cost = 0
-        while pending and cost < self.DRAIN_BUDGET:
+        while pending and cost < self.DRAIN_BUDGET * self.SKIP_COST:
             ev = pending.popleft()
+            if isinstance(ev, (LogBatch, LogLine)):
+                n = len(ev.lines) if isinstance(ev, LogBatch) else 1
+                key = (ev.node, ev.source)
+                with self._count_lock:
+                    behind = self._queued[key] > self.SKIP_ABOVE
+                    self._queued[key] -= n
+                    self._queued_total -= n
+                if behind:  # drop to the tail: the file keeps it, nothing else looks at it
+                    if batch:  # in order: what came before it is processed first
+                        out += self.process(batch)
+                        batch = []
+                    unsaved = self._record(ev)
+                    self._gap(ev.node, ev.source, skipped=n - unsaved, lost=unsaved)
+                    cost += n
+                    continue
+                cost += n * self.SKIP_COST
+            else:
+                cost += self.SKIP_COST
             batch.append(ev)
-            cost += len(ev.lines) if isinstance(ev, LogBatch) else 1
-        return self.process(batch) if batch else []
+        if batch:
+            out += self.process(batch)
+        self._take_lost()
+        self._report_gaps()
+        return out
+
+    def _take_lost(self) -> None:
+        if not self._lost:
+            return
+        with self._count_lock:
+            lost, self._lost = self._lost, collections.Counter()
+        for (node, source), n in lost.items():
+            self._gap(node, source, lost=n)
+
+    def _gap(self, node: str, source: str, skipped: int = 0, lost: int = 0, unsaved: int = 0) -> None:
+        self.logs.series(node, source).note_gap(skipped=skipped, lost=lost, unsaved=unsaved)
+        g = self._gaps.setdefault((node, source), [0, 0, 0, None, 0.0])
+        g[0] += skipped
+        g[1] += lost
+        g[2] += unsaved
+
+    def _report_gaps(self, final: bool = False) -> None:
+        """A LogGap (totals so far) into the session, at most once a second per source."""
+        now = time.monotonic()
+        for (node, source), g in self._gaps.items():
+            totals = (g[0], g[1], g[2])
+            if totals != g[3] and (final or now - g[4] >= 1.0):
+                g[3], g[4] = totals, now
+                self._record(LogGap(node, source, *totals))
 
     async def _pump(self) -> None:
         assert self._wake is not None
@@ -215,8 +289,10 @@ class Engine:
                     await close()
                 except Exception:
                     log.exception("closing %s failed", src.node_name)
-        if self._pending:
+        while self._pending:
             self.drain()
+        self._take_lost()
+        self._report_gaps(final=True)
         if self.session is not None:
             self.session.close()
         self.started = False

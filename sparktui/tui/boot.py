@@ -35,7 +35,7 @@ def make_engine(config: "Config", sources: list, kind: str, extra_meta: dict | N
 
     session = Session.create(config.cluster.name, meta={"kind": kind, "config": config.path, "cluster": config.cluster.name,
                                                         "nodes": [n.name for n in config.nodes], **(extra_meta or {})},
-                             root=sessions_dir(config))
+                             root=sessions_dir(config), max_log_bytes=config.session_log_cap_mib << 20)
     return Engine(config, sources, processors=default_processors(), session=session)
 
 

@@ -254,8 +254,9 @@ class MainScreen(Screen[None]):
                 if source:
                     pane.log_view.set_source(source)
                     pane.sync_cursor()
-                if finding.line:
-                    pane.log_view.lines.jump_to(finding.line - 1)
+                if finding.line and not pane.log_view.lines.jump_to_line(finding.line):
+                    self.app.notify(f"{finding.title}: line {finding.line} is no longer held in memory; "
+                                    "the session file has it", severity="information")
                 pane.log_view.update_chrome()
                 return
         self.app.notify(f"{finding.title}: no log line to show" + (f" (node {node})" if node else ""),

@@ -138,7 +138,7 @@ class LogLines(ScrollView, can_focus=True):
         if s is None:
             return []
         if self._rx is None:
-            return list(s.texts)
+            return s.window()[1]
         return [t for t in (s.get(n) for n in self._matches) if t is not None]
 
     # ------------------------------------------------------------------ filter
@@ -180,8 +180,7 @@ class LogLines(ScrollView, can_focus=True):
         start = max(self._scanned, s.base)
         stop = min(s.total, start + SCAN_BUDGET)
         search = rx.search
-        texts, base = s.texts, s.base
-        self._matches.extend(n for n in range(start, stop) if search(texts[n - base]))
+        self._matches.extend(n for n, _, text in s.slice(start, stop) if search(text))
         self._scanned = stop
         if stop < s.total:
             self.scanning = True
@@ -242,8 +241,18 @@ class LogLines(ScrollView, can_focus=True):
         self.follow = False
         super().action_scroll_home()
 
+    def jump_to_line(self, seq: int) -> bool:
+        """Show line number ``seq`` (a finding's line: LogLine.seq), marked, detached; False when
+        the store does not hold it (trimmed, or skipped under a flood: the session file has it)."""
+        s = self.series()
+        pos = s.position_of(seq) if s is not None else None
+        if pos is None:
+            return False
+        self.jump_to(pos)
+        return True
+
     def jump_to(self, lineno: int) -> None:
-        """Show global 0-based line ``lineno`` (a finding's evidence), marked, detached."""
+        """Show position ``lineno`` (0-based, in the store), marked, detached."""
         s = self.series()
         if s is None:
             return
@@ -319,7 +328,7 @@ class LogLines(ScrollView, can_focus=True):
         if more > 0:
             line.append(f" … {more} more characters", self.get_component_rich_style("loglines--more", partial=True))
         if self.show_timestamps:
-            ts = s.stamps[n - s.base]
+            ts = s.stamp(n)
             line = Text.assemble((stamp(ts) + " ", self.get_component_rich_style("loglines--timestamp", partial=True)), line,
                                  end="", no_wrap=not self.wrap)
         if n == self._mark:
