@@ -129,6 +129,9 @@ def _run(flood_s: float) -> list[dict]:
         logs = subprocess.run(["docker", "logs", "--tail", "1", name], capture_output=True, text=True, env=denv).stdout
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, env=denv)
     printed = int(logs.split()[-1]) + 1 if "FLOOD DONE" in logs else None  # +1: the DONE line itself
+    dump = os.environ.get("SPARKTUI_FLOOD_SAMPLES")  # every sample, for a closer look
+    if dump:
+        Path(dump).write_text(json.dumps(samples))
     flood = [r for r in samples if "seq" in r and r["since_start"] <= flood_s]
     after = [r for r in samples if r["since_start"] > flood_s + 5]
     # behind = the age of the newest line held, on the container's clock, while the flood runs
