@@ -62,7 +62,7 @@ cfg_path, total_s, source = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 async def main():
     config = load_config(cfg_path)
     nodes = {n.name: make_node(n) for n in config.nodes}
-    engine = make_engine(config, make_sources(config, nodes), "bench")
+    engine = make_engine(config, make_sources(config, nodes), "bench", offload=os.environ.get("OFFLOAD", "1") == "1")
     app = SparkApp(engine, nodes=lambda: nodes, read_only=True, subtitle="flood")
     proc = psutil.Process()
     async with app.run_test(size=(200, 50)) as pilot:

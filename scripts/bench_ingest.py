@@ -100,7 +100,7 @@ async def _keys_once(texts: list[str], state: str) -> list[float]:
     MainScreen.action_toggle_timestamps = timed
     cfg = demo_config()
     sim = SimCluster(cfg, "healthy", 1.0)
-    engine = make_engine(cfg, [], "bench")
+    engine = make_engine(cfg, [], "bench", offload=True)  # as the live TUI runs it
     engine.process(sim.events_until(30))
     app = SparkApp(engine, nodes=None, read_only=True, theme=None, subtitle="bench")
     lat: list[float] = []

@@ -25,9 +25,12 @@ import collections
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from typing import Callable, Iterable, Protocol, Sequence
 
 from .config import Config
+from .engine_offload import AnalysisWorker
+from .engine_worker import pack_lines
 from .logs.store import LogStore
 from .model import Event, LogBatch, LogGap, LogLine
 from .nodes.base import EventSource
@@ -55,7 +58,12 @@ class Engine:
         session: Session | None = None,
         log_store: LogStore | None = None,
         tick_interval: float = 1.0,
+        processor_factory: str | None = None,
+        offload: bool = False,
     ) -> None:
+        """``offload``: once started, the processors and the session files run in a worker process
+        (engine_worker.py), made fresh by ``processor_factory`` ("module:function"); the state,
+        the store and the subscribers stay here.  Without it (tests, replays, CLI) all is here."""
         self.config = config
         self.sources = list(sources)
         self.processors = list(processors)
@@ -76,6 +84,9 @@ class Engine:
         self._lost: collections.Counter[tuple[str, str]] = collections.Counter()  # refused at emit, not yet told
         self._count_lock = threading.Lock()
         self._gaps: dict[tuple[str, str], list] = {}  # [skipped, lost, unsaved, last recorded, recorded at]
+        self.processor_factory = processor_factory
+        self.offload = offload and processor_factory is not None
+        self.worker: AnalysisWorker | None = None
 
     # ------------------------------------------------------------------ subscription
     def subscribe(self, fn: Subscriber) -> Callable[[], None]:
@@ -104,8 +115,9 @@ class Engine:
         if isinstance(event, (LogBatch, LogLine)):
             n = len(event.lines) if isinstance(event, LogBatch) else 1
             key = (event.node, event.source)
+            backlog = self.worker.backlog if self.worker is not None else 0
             with self._count_lock:
-                if self._queued_total + n > self.LOSE_ABOVE:
+                if self._queued_total + backlog + n > self.LOSE_ABOVE:
                     self._lost[key] += n
                     return
                 self._queued[key] += n
@@ -128,14 +140,31 @@ class Engine:
         """Apply a batch synchronously (also used by tests and offline replays)."""
         out: list[Event] = []
         queue = collections.deque(events)
+        analysed: set[int] = set()
         while queue:
             ev = queue.popleft()
+            if isinstance(ev, _Analysed):  # the worker's: analysed and recorded there already
+                queue.extendleft(reversed(ev.events))
+                analysed.update(map(id, ev.events))
+                continue
+            if isinstance(ev, _Unsaved):
+                self._from_worker(ev)
+                continue
             out.append(ev)
             self.state = reduce(self.state, ev)
             if isinstance(ev, LogBatch):
                 self.logs.append(ev.node, ev.source, list(ev.lines))
             elif isinstance(ev, LogLine):
                 self.logs.append(ev.node, ev.source, [ev])
+            if id(ev) in analysed:
+                continue
+            worker = self.worker
+            if worker is not None and worker.alive:
+                if isinstance(ev, (LogBatch, LogLine)):
+                    worker.send(pack_lines(ev, skip=False), len(ev.lines) if isinstance(ev, LogBatch) else 1)
+                else:
+                    worker.send(ev)
+                continue
             unsaved = self._record(ev)
             if unsaved:
                 self._gap(ev.node, ev.source, unsaved=unsaved)  # type: ignore[union-attr]
@@ -147,7 +176,7 @@ class Engine:
                     continue
                 if derived:
                     queue.extend(derived)
-        if self.session is not None:
+        if self.session is not None and self.worker is None:
             self.session.flush()
         for fn in list(self._subscribers):
             try:
@@ -157,6 +186,9 @@ class Engine:
         return out
 
     def _record(self, ev: Event) -> int:
+        if self.worker is not None and self.worker.alive:
+            self.worker.send(ev)  # processors ignore what is not theirs; the worker records it
+            return 0
         if self.session is None:
             return 0
         try:
@@ -179,16 +211,23 @@ class Engine:
             if isinstance(ev, (LogBatch, LogLine)):
                 n = len(ev.lines) if isinstance(ev, LogBatch) else 1
                 key = (ev.node, ev.source)
+                worker = self.worker if self.worker is not None and self.worker.alive else None
                 with self._count_lock:
-                    behind = self._queued[key] > self.SKIP_ABOVE
+                    behind = self._queued[key] > self.SKIP_ABOVE or (
+                        worker is not None and worker.backlog > self.SKIP_ABOVE)
                     self._queued[key] -= n
                     self._queued_total -= n
                 if behind:  # drop to the tail: the file keeps it, nothing else looks at it
                     if batch:  # in order: what came before it is processed first
                         out += self.process(batch)
                         batch = []
-                    unsaved = self._record(ev)
-                    self._gap(ev.node, ev.source, skipped=n - unsaved, lost=unsaved)
+                    if worker is not None:
+                        self.logs.series(ev.node, ev.source)  # the pane exists even if all is skipped
+                        worker.send(pack_lines(ev, skip=True), n)
+                        self._gap(ev.node, ev.source, skipped=n)  # the worker tells what the file refused
+                    else:
+                        unsaved = self._record(ev)
+                        self._gap(ev.node, ev.source, skipped=n - unsaved, lost=unsaved)
                     cost += n
                     continue
                 cost += n * self.SKIP_COST
@@ -260,10 +299,46 @@ class Engine:
         self.started = True
         if self._pending:
             self._wake.set()
+        if self.offload:
+            self._start_worker()
         self._tasks.append(asyncio.create_task(self._pump(), name="engine-pump"))
-        self._tasks.append(asyncio.create_task(self._ticker(), name="engine-ticker"))
+        if self.worker is None:  # the worker ticks its own processors
+            self._tasks.append(asyncio.create_task(self._ticker(), name="engine-ticker"))
         for src in self.sources:
             self._tasks.append(asyncio.create_task(self._run_source(src), name=f"source-{src.node_name}"))
+
+    def _start_worker(self) -> None:
+        worker = AnalysisWorker(on_derived=lambda evs: self.emit(_Analysed(tuple(evs))),
+                                on_unsaved=lambda node, source, n: self.emit(_Unsaved(node, source, n)),
+                                on_dead=self._worker_died)
+        try:
+            worker.start(self.session.path if self.session is not None else None,
+                         self.session.max_log_bytes if self.session is not None else 0,
+                         self.processor_factory, self.tick_interval)
+        except OSError as exc:
+            log.warning("analysis worker did not start (%s): analysing here", exc)
+            return
+        self.worker = worker
+
+    def _from_worker(self, msg: "_Unsaved") -> None:
+        if not msg.dead:
+            self._gap(msg.node, msg.source, unsaved=msg.n)
+            return
+        # the worker is gone: analyse here from now on (this process's processors were never fed:
+        # what the worker's had learnt is lost, said in the log) and write the session files from
+        # here, appending
+        self.worker = None
+        if not self.processors and self.processor_factory:
+            from .engine_worker import load_factory
+
+            self.processors = load_factory(self.processor_factory)()
+        if self._loop is not None and self.started:
+            self._tasks.append(self._loop.create_task(self._ticker(), name="engine-ticker"))
+        log.warning("analysis worker gone (%s): analysing in this process", msg.dead)
+
+    def _worker_died(self, why: str) -> None:
+        """Go on here: fresh processors, this process writes the session files (appending)."""
+        self.emit(_Unsaved("", "", 0, why))
 
     async def _run_source(self, src: EventSource) -> None:
         try:
@@ -293,9 +368,30 @@ class Engine:
             self.drain()
         self._take_lost()
         self._report_gaps(final=True)
+        worker, self.worker = self.worker, None
+        if worker is not None and worker.alive:
+            await asyncio.to_thread(worker.stop)  # it analyses and writes what it was given, then exits
         if self.session is not None:
             self.session.close()
         self.started = False
+
+
+@dataclass(frozen=True)
+class _Analysed:
+    """Events the worker derived (findings, milestones): reduced and shown here, not analysed again."""
+
+    events: tuple
+
+
+@dataclass(frozen=True)
+class _Unsaved:
+    """From the worker's reader thread: lines a full session file did not take; or, with ``dead``,
+    that the worker is gone."""
+
+    node: str
+    source: str
+    n: int
+    dead: str = ""
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
