@@ -97,6 +97,7 @@ class Config:
     nodes: tuple[NodeConfig, ...]
     api_key_env: str = "OPENAI_API_KEY"
     session_dir: str | None = None
+    session_log_cap_mib: int = 1024  # per source's session log file (session.DEFAULT_LOG_CAP)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def node(self, name: str) -> NodeConfig:
@@ -133,7 +134,7 @@ class Config:
 
 _CLUSTER_KEYS = {f for f in ClusterConfig.__dataclass_fields__}
 _NODE_KEYS = {f for f in NodeConfig.__dataclass_fields__}
-_TOP_KEYS = {"cluster", "node", "nodes", "api_key_env", "session_dir"}
+_TOP_KEYS = {"cluster", "node", "nodes", "api_key_env", "session_dir", "session_log_cap_mib"}
 
 
 def _expect(path: str, text: str, key: str, value: Any, typ: type | tuple[type, ...], what: str) -> Any:
@@ -375,6 +376,8 @@ def parse_config(text: str, path: str = "<config>") -> Config:
         if not sd.strip() or "\0" in sd:
             raise ConfigError(path, "must name a directory", key="session_dir", line=line_of(text, "session_dir"))
         kw["session_dir"] = os.path.expanduser(sd)  # sessions are written there (session.sessions_dir)
+    if "session_log_cap_mib" in data:
+        kw["session_log_cap_mib"] = _int_in(path, text, "session_log_cap_mib", data["session_log_cap_mib"], 1, 1 << 20)
     return Config(path=path, cluster=cluster, nodes=tuple(nodes), **kw)
 
 

@@ -8,6 +8,14 @@
 
 ``emit`` is thread-safe (collectors that wrap blocking docker-py streams run in threads) and
 never blocks; the pump drains in batches so high-rate log lines cost one wake-up per batch.
+
+Bounded under a flood, and honest about it: when one source has more than ``SKIP_ABOVE`` lines
+queued, the pump drops that source to its tail: the older queued lines are only written to the
+session file (cheap), not analysed nor held for the screen, and the store counts them as
+skipped.  When everything queued passes ``LOSE_ABOVE`` lines, new batches are refused at
+``emit`` and counted as lost (even the session file could not keep up).  Both totals, and the
+lines a full session file did not take, go to the store (the pane says them) and to the
+session's events as ``LogGap``.
 """
 
 from __future__ import annotations
@@ -15,12 +23,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import threading
 import time
+from dataclasses import dataclass
 from typing import Callable, Iterable, Protocol, Sequence
 
 from .config import Config
+from .engine_offload import AnalysisWorker
+from .engine_worker import pack_lines
 from .logs.store import LogStore
-from .model import Event, LogBatch, LogLine
+from .model import Event, LogBatch, LogGap, LogLine
 from .sources import EventSource
 from .session import Session
 from .state import ClusterState, reduce
@@ -36,10 +48,6 @@ class Processor(Protocol):
     def feed(self, event: Event) -> Iterable[Event]: ...
 
 
-class TickingProcessor(Processor, Protocol):
-    def tick(self, now: float) -> Iterable[Event]: ...
-
-
 class Engine:
     def __init__(
         self,
@@ -50,7 +58,12 @@ class Engine:
         session: Session | None = None,
         log_store: LogStore | None = None,
         tick_interval: float = 1.0,
+        processor_factory: str | None = None,
+        offload: bool = False,
     ) -> None:
+        """``offload``: once started, the processors and the session files run in a worker process
+        (engine_worker.py), made fresh by ``processor_factory`` ("module:function"); the state,
+        the store and the subscribers stay here.  Without it (tests, replays, CLI) all is here."""
         self.config = config
         self.sources = list(sources)
         self.processors = list(processors)
@@ -66,6 +79,14 @@ class Engine:
         self._scheduled = False
         self.started = False
         self._ranked: tuple[tuple, list] = ((), [])
+        self._queued: collections.Counter[tuple[str, str]] = collections.Counter()  # lines pending, per source
+        self._queued_total = 0
+        self._lost: collections.Counter[tuple[str, str]] = collections.Counter()  # refused at emit, not yet told
+        self._count_lock = threading.Lock()
+        self._gaps: dict[tuple[str, str], list] = {}  # [skipped, lost, unsaved, last recorded, recorded at]
+        self.processor_factory = processor_factory
+        self.offload = offload and processor_factory is not None
+        self.worker: AnalysisWorker | None = None
 
     # ------------------------------------------------------------------ subscription
     def subscribe(self, fn: Subscriber) -> Callable[[], None]:
@@ -84,8 +105,23 @@ class Engine:
         return self._ranked[1]
 
     # ------------------------------------------------------------------ input
+    # a source with more lines than this queued drops to its tail (older ones: session file only);
+    # at 90k lines/s it is ~0.2 s of backlog, so the screen stays well within 2 s of the source
+    SKIP_ABOVE = 20_000
+    LOSE_ABOVE = 200_000  # lines queued in all: beyond it a batch is refused (and counted)
+
     def emit(self, event: Event) -> None:
         """Thread-safe, non-blocking."""
+        if isinstance(event, (LogBatch, LogLine)):
+            n = len(event.lines) if isinstance(event, LogBatch) else 1
+            key = (event.node, event.source)
+            backlog = self.worker.backlog if self.worker is not None else 0
+            with self._count_lock:
+                if self._queued_total + backlog + n > self.LOSE_ABOVE:
+                    self._lost[key] += n
+                    return
+                self._queued[key] += n
+                self._queued_total += n
         self._pending.append(event)
         loop = self._loop
         if loop is None or self._scheduled:
@@ -99,28 +135,39 @@ class Engine:
         except RuntimeError:  # loop closed during shutdown
             pass
 
-    def emit_many(self, events: Iterable[Event]) -> None:
-        for e in events:
-            self.emit(e)
-
     # ------------------------------------------------------------------ processing
     def process(self, events: list[Event]) -> list[Event]:
         """Apply a batch synchronously (also used by tests and offline replays)."""
         out: list[Event] = []
         queue = collections.deque(events)
+        analysed: set[int] = set()
         while queue:
             ev = queue.popleft()
+            if isinstance(ev, _Analysed):  # the worker's: analysed and recorded there already
+                queue.extendleft(reversed(ev.events))
+                analysed.update(map(id, ev.events))
+                continue
+            if isinstance(ev, _Unsaved):
+                self._from_worker(ev)
+                continue
             out.append(ev)
             self.state = reduce(self.state, ev)
             if isinstance(ev, LogBatch):
                 self.logs.append(ev.node, ev.source, list(ev.lines))
             elif isinstance(ev, LogLine):
                 self.logs.append(ev.node, ev.source, [ev])
-            if self.session is not None:
-                try:
-                    self.session.record(ev)
-                except OSError as exc:  # a full disk must not stop the screen
-                    log.warning("session write failed: %s", exc)
+            if id(ev) in analysed:
+                continue
+            worker = self.worker
+            if worker is not None and worker.alive:
+                if isinstance(ev, (LogBatch, LogLine)):
+                    worker.send(pack_lines(ev, skip=False), len(ev.lines) if isinstance(ev, LogBatch) else 1)
+                else:
+                    worker.send(ev)
+                continue
+            unsaved = self._record(ev)
+            if unsaved:
+                self._gap(ev.node, ev.source, unsaved=unsaved)  # type: ignore[union-attr]
             for p in self.processors:
                 try:
                     derived = p.feed(ev)
@@ -129,7 +176,7 @@ class Engine:
                     continue
                 if derived:
                     queue.extend(derived)
-        if self.session is not None:
+        if self.session is not None and self.worker is None:
             self.session.flush()
         for fn in list(self._subscribers):
             try:
@@ -138,18 +185,84 @@ class Engine:
                 log.exception("subscriber failed")
         return out
 
+    def _record(self, ev: Event) -> int:
+        if self.worker is not None and self.worker.alive:
+            self.worker.send(ev)  # processors ignore what is not theirs; the worker records it
+            return 0
+        if self.session is None:
+            return 0
+        try:
+            return self.session.record(ev) or 0
+        except OSError as exc:  # a full disk must not stop the screen
+            log.warning("session write failed: %s", exc)
+            return 0
+
     # work per drain, in lines: small enough that a key press waits at most a few ms behind it
     DRAIN_BUDGET = 2000
+    SKIP_COST = 10  # a skipped line only goes to the session file: a tenth of a line's full cost
 
     def drain(self) -> list[Event]:
         batch: list[Event] = []
+        out: list[Event] = []
         pending = self._pending
         cost = 0
-        while pending and cost < self.DRAIN_BUDGET:
+        while pending and cost < self.DRAIN_BUDGET * self.SKIP_COST:
             ev = pending.popleft()
+            if isinstance(ev, (LogBatch, LogLine)):
+                n = len(ev.lines) if isinstance(ev, LogBatch) else 1
+                key = (ev.node, ev.source)
+                worker = self.worker if self.worker is not None and self.worker.alive else None
+                with self._count_lock:
+                    behind = self._queued[key] > self.SKIP_ABOVE or (
+                        worker is not None and worker.backlog > self.SKIP_ABOVE)
+                    self._queued[key] -= n
+                    self._queued_total -= n
+                if behind:  # drop to the tail: the file keeps it, nothing else looks at it
+                    if batch:  # in order: what came before it is processed first
+                        out += self.process(batch)
+                        batch = []
+                    if worker is not None:
+                        self.logs.series(ev.node, ev.source)  # the pane exists even if all is skipped
+                        worker.send(pack_lines(ev, skip=True), n)
+                        self._gap(ev.node, ev.source, skipped=n)  # the worker tells what the file refused
+                    else:
+                        unsaved = self._record(ev)
+                        self._gap(ev.node, ev.source, skipped=n - unsaved, lost=unsaved)
+                    cost += n
+                    continue
+                cost += n * self.SKIP_COST
+            else:
+                cost += self.SKIP_COST
             batch.append(ev)
-            cost += len(ev.lines) if isinstance(ev, LogBatch) else 1
-        return self.process(batch) if batch else []
+        if batch:
+            out += self.process(batch)
+        self._take_lost()
+        self._report_gaps()
+        return out
+
+    def _take_lost(self) -> None:
+        if not self._lost:
+            return
+        with self._count_lock:
+            lost, self._lost = self._lost, collections.Counter()
+        for (node, source), n in lost.items():
+            self._gap(node, source, lost=n)
+
+    def _gap(self, node: str, source: str, skipped: int = 0, lost: int = 0, unsaved: int = 0) -> None:
+        self.logs.series(node, source).note_gap(skipped=skipped, lost=lost, unsaved=unsaved)
+        g = self._gaps.setdefault((node, source), [0, 0, 0, None, 0.0])
+        g[0] += skipped
+        g[1] += lost
+        g[2] += unsaved
+
+    def _report_gaps(self, final: bool = False) -> None:
+        """A LogGap (totals so far) into the session, at most once a second per source."""
+        now = time.monotonic()
+        for (node, source), g in self._gaps.items():
+            totals = (g[0], g[1], g[2])
+            if totals != g[3] and (final or now - g[4] >= 1.0):
+                g[3], g[4] = totals, now
+                self._record(LogGap(node, source, *totals))
 
     async def _pump(self) -> None:
         assert self._wake is not None
@@ -186,10 +299,46 @@ class Engine:
         self.started = True
         if self._pending:
             self._wake.set()
+        if self.offload:
+            self._start_worker()
         self._tasks.append(asyncio.create_task(self._pump(), name="engine-pump"))
-        self._tasks.append(asyncio.create_task(self._ticker(), name="engine-ticker"))
+        if self.worker is None:  # the worker ticks its own processors
+            self._tasks.append(asyncio.create_task(self._ticker(), name="engine-ticker"))
         for src in self.sources:
             self._tasks.append(asyncio.create_task(self._run_source(src), name=f"source-{src.node_name}"))
+
+    def _start_worker(self) -> None:
+        worker = AnalysisWorker(on_derived=lambda evs: self.emit(_Analysed(tuple(evs))),
+                                on_unsaved=lambda node, source, n: self.emit(_Unsaved(node, source, n)),
+                                on_dead=self._worker_died)
+        try:
+            worker.start(self.session.path if self.session is not None else None,
+                         self.session.max_log_bytes if self.session is not None else 0,
+                         self.processor_factory, self.tick_interval)
+        except OSError as exc:
+            log.warning("analysis worker did not start (%s): analysing here", exc)
+            return
+        self.worker = worker
+
+    def _from_worker(self, msg: "_Unsaved") -> None:
+        if not msg.dead:
+            self._gap(msg.node, msg.source, unsaved=msg.n)
+            return
+        # the worker is gone: analyse here from now on (this process's processors were never fed:
+        # what the worker's had learnt is lost, said in the log) and write the session files from
+        # here, appending
+        self.worker = None
+        if not self.processors and self.processor_factory:
+            from .engine_worker import load_factory
+
+            self.processors = load_factory(self.processor_factory)()
+        if self._loop is not None and self.started:
+            self._tasks.append(self._loop.create_task(self._ticker(), name="engine-ticker"))
+        log.warning("analysis worker gone (%s): analysing in this process", msg.dead)
+
+    def _worker_died(self, why: str) -> None:
+        """Go on here: fresh processors, this process writes the session files (appending)."""
+        self.emit(_Unsaved("", "", 0, why))
 
     async def _run_source(self, src: EventSource) -> None:
         try:
@@ -215,11 +364,34 @@ class Engine:
                     await close()
                 except Exception:
                     log.exception("closing %s failed", src.node_name)
-        if self._pending:
+        while self._pending:
             self.drain()
+        self._take_lost()
+        self._report_gaps(final=True)
+        worker, self.worker = self.worker, None
+        if worker is not None and worker.alive:
+            await asyncio.to_thread(worker.stop)  # it analyses and writes what it was given, then exits
         if self.session is not None:
             self.session.close()
         self.started = False
+
+
+@dataclass(frozen=True)
+class _Analysed:
+    """Events the worker derived (findings, milestones): reduced and shown here, not analysed again."""
+
+    events: tuple
+
+
+@dataclass(frozen=True)
+class _Unsaved:
+    """From the worker's reader thread: lines a full session file did not take; or, with ``dead``,
+    that the worker is gone."""
+
+    node: str
+    source: str
+    n: int
+    dead: str = ""
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -260,6 +260,21 @@ class LogBatch:
 
 
 @dataclass(frozen=True, slots=True)
+class LogGap:
+    """What a source's lines did not get, so far (totals): ``skipped`` lines were written to the
+    session file but neither analysed nor held for the screen (the engine fell behind a flood and
+    dropped to the tail); ``lost`` lines reached neither; ``unsaved`` lines reached the screen but
+    not the session file (it reached its size cap)."""
+
+    node: str
+    source: str
+    skipped: int = 0
+    lost: int = 0
+    unsaved: int = 0
+    ts: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
 class Finding:
     id: str  # a catalogue id ("nccl_init_hang", ...): docs/findings.md lists them all
     severity: Severity
@@ -370,6 +385,7 @@ Event = Union[
     ServingSample,
     LogLine,
     LogBatch,
+    LogGap,
     FindingRaised,
     MilestoneReached,
     ActionEvent,

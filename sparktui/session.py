@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from .logs.redact import mask_dict, mask_list, redact, redact_bytes, redact_env  # noqa: F401  (redact_env: re-exported)
 from .logs.sanitize import json_dumps
+from .units import human_bytes
 from .model import Event, LogBatch, LogLine
 
 # files hold log lines, commands and findings of the operator's cluster: owner only (umask-proof)
@@ -84,15 +85,23 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
+DEFAULT_LOG_CAP = 1 << 30  # bytes per source's log file: a flood fills no disk (config: session_log_cap_mib)
+CAP_NOTE = "[sparktui: this session log reached its cap of {cap}; later lines are not kept here]\n"
+
+
 class Session:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_log_bytes: int = DEFAULT_LOG_CAP) -> None:
         self.path = path
         self.logs_dir = path / "logs"
+        self.max_log_bytes = max_log_bytes
         self._events: IO[str] | None = None
         self._logs: dict[tuple[str, str], IO[bytes]] = {}
+        self._sizes: dict[tuple[str, str], int] = {}
+        self.unsaved: dict[tuple[str, str], int] = {}  # lines a full log file did not take
 
     @classmethod
-    def create(cls, cluster_name: str, meta: dict | None = None, root: Path | None = None) -> "Session":
+    def create(cls, cluster_name: str, meta: dict | None = None, root: Path | None = None,
+               max_log_bytes: int = DEFAULT_LOG_CAP) -> "Session":
         root = root or sessions_dir()
         stamp = time.strftime("%Y%m%d-%H%M%S")
         base = root / f"{stamp}-{_safe_component(cluster_name)}"
@@ -104,7 +113,7 @@ class Session:
         _private_dir(root)
         path.mkdir(mode=DIR_MODE)
         os.chmod(path, DIR_MODE)
-        s = cls(path)
+        s = cls(path, max_log_bytes)
         with _open_private(path / "meta.json", "w", encoding="utf-8") as fh:
             fh.write(json.dumps(to_jsonable({"started": time.time(), **(meta or {})}), indent=2))
         return s
@@ -116,31 +125,48 @@ class Session:
     def log_path(self, node: str, source: str) -> Path:
         return self.logs_dir / _safe_component(node) / f"{_safe_component(source)}.log"
 
-    def record(self, event: Event) -> None:
+    def record(self, event: Event) -> int:
+        """Keep ``event``; for log lines, return how many the capped file did not take."""
         if isinstance(event, LogLine):
-            self._write_lines(event.node, event.source, (event,))
-            return
+            return self._write_lines(event.node, event.source, (event,))
         if isinstance(event, LogBatch):
-            self._write_lines(event.node, event.source, event.lines)
-            return
+            return self._write_lines(event.node, event.source, event.lines)
         if self._events is None:
             self._events = _open_private(self.path / "events.jsonl", "a", encoding="utf-8")
         # json_dumps: controls as \u escapes only, so `cat events.jsonl` is terminal-safe too
         self._events.write(json_dumps(to_jsonable(event)) + "\n")
+        return 0
 
-    def _write_lines(self, node: str, source: str, lines) -> None:
+    def _write_lines(self, node: str, source: str, lines) -> int:
         key = (node, source)
+        if key in self.unsaved:  # the file is full: count, never write
+            self.unsaved[key] += len(lines)
+            return len(lines)
         fh = self._logs.get(key)
         if fh is None:
             p = self.log_path(node, source)
             _private_dir(p.parent.parent)
             _private_dir(p.parent)
             fh = self._logs[key] = _open_private(p, "ab")
+            self._sizes[key] = fh.tell()
         parts = []
         for ln in lines:
             text = ln.text
             parts.append(f"{ln.raw_ts} {text}\n" if ln.raw_ts else f"{text}\n")
-        fh.write(redact_bytes("".join(parts).encode("utf-8", "surrogateescape")))
+        data = redact_bytes("".join(parts).encode("utf-8", "surrogateescape"))
+        room = self.max_log_bytes - self._sizes[key]
+        if len(data) <= room:
+            fh.write(data)
+            self._sizes[key] += len(data)
+            return 0
+        # whole lines up to the cap, then one line that says so (a reader knows where it stops)
+        cut = data.rfind(b"\n", 0, max(room, 0)) + 1
+        fh.write(data[:cut])
+        fh.write(CAP_NOTE.format(cap=human_bytes(self.max_log_bytes)).encode())
+        fh.flush()
+        self._sizes[key] += cut
+        self.unsaved[key] = data.count(b"\n", cut)
+        return self.unsaved[key]
 
     def flush(self) -> None:
         if self._events:

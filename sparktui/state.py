@@ -1,7 +1,8 @@
 """ClusterState: a pure reducer of events.  ``reduce(state, event) -> state``; no IO, no clocks.
 
-Log *text* is not held here (it lives in logs.buffer, which is bounded and virtualised); the state
-keeps per-source counters so faces know what exists and how much.
+Log *text* is not held here (it lives in logs/store.py, bounded and virtualised, and in the session
+file); the state only knows which sources of a node have logs, so a batch of lines from a known
+source leaves the state object itself unchanged.
 """
 
 from __future__ import annotations
@@ -52,12 +53,6 @@ def _frozen(d: dict) -> Mapping:
 
 
 @dataclass(frozen=True)
-class LogSourceState:
-    lines: int = 0
-    last_ts: float | None = None
-
-
-@dataclass(frozen=True)
 class ServingState:
     """What the node's API server says about its load (head node only)."""
 
@@ -89,7 +84,7 @@ class NodeState:
     gpu_error: str | None = None
     links: tuple[LinkInfo, ...] = ()
     serving: ServingState | None = None  # None: never scraped (not the serving node)
-    logs: Mapping[str, LogSourceState] = field(default_factory=lambda: _frozen({}))
+    logs: frozenset[str] = frozenset()  # the sources that sent lines
     milestones: Mapping[str, Milestone] = field(default_factory=lambda: _frozen({}))
     last_update: float | None = None
 
@@ -117,7 +112,6 @@ class ClusterState:
     notes: tuple[Note, ...] = ()
     timeline: tuple[TimelineEntry, ...] = ()  # other operators' actions and notes (shared timeline)
     changes: tuple[StateChange, ...] = ()  # newest last
-    events_seen: int = 0
 
     @classmethod
     def initial(cls, node_names: list[str] | tuple[str, ...]) -> "ClusterState":
@@ -138,18 +132,14 @@ def _with_node(state: ClusterState, name: str, fn) -> ClusterState:
         node = NodeState(name=name)
         order = order + (name,)
     nodes[name] = fn(node)
-    return replace(state, nodes=_frozen(nodes), order=order, events_seen=state.events_seen + 1)
+    return replace(state, nodes=_frozen(nodes), order=order)
 
 
-def _log_counts(node: NodeState, source: str, lines: tuple[LogLine, ...]) -> NodeState:
-    logs = dict(node.logs)
-    cur = logs.get(source, LogSourceState())
-    last_ts = cur.last_ts
-    for ln in lines:
-        if ln.ts is not None:
-            last_ts = ln.ts
-    logs[source] = LogSourceState(lines=cur.lines + len(lines), last_ts=last_ts)
-    return replace(node, logs=_frozen(logs))
+def _log_source(state: ClusterState, node: str, source: str) -> ClusterState:
+    ns = state.nodes.get(node)
+    if ns is not None and source in ns.logs:
+        return state  # the common case under a flood: nothing to copy
+    return _with_node(state, node, lambda n: replace(n, logs=n.logs | {source}))
 
 
 def _serving(cur: ServingState | None, ev: ServingSample) -> ServingState:
@@ -245,10 +235,8 @@ def _reduce(state: ClusterState, event: Event) -> ClusterState:
         return _with_node(state, event.node, lambda n: replace(n, links=event.links, last_update=event.ts))
     if isinstance(event, ServingSample):
         return _with_node(state, event.node, lambda n: replace(n, serving=_serving(n.serving, event)))
-    if isinstance(event, LogLine):
-        return _with_node(state, event.node, lambda n: _log_counts(n, event.source, (event,)))
-    if isinstance(event, LogBatch):
-        return _with_node(state, event.node, lambda n: _log_counts(n, event.source, event.lines))
+    if isinstance(event, (LogLine, LogBatch)):
+        return _log_source(state, event.node, event.source)
     if isinstance(event, MilestoneReached):
         m = event.milestone
 
@@ -265,14 +253,13 @@ def _reduce(state: ClusterState, event: Event) -> ClusterState:
         key = (f0.id, f0.source, f0.line, f0.node)
         if any((x.id, x.source, x.line, x.node) == key for x in state.findings):
             return state
-        return replace(state, findings=state.findings + (f0,), events_seen=state.events_seen + 1)
+        return replace(state, findings=state.findings + (f0,))
     if isinstance(event, ActionEvent):
-        return replace(state, actions=(state.actions + (event,))[-500:], events_seen=state.events_seen + 1)
+        return replace(state, actions=(state.actions + (event,))[-500:])
     if isinstance(event, Note):
-        return replace(state, notes=state.notes + (event,), events_seen=state.events_seen + 1)
+        return replace(state, notes=state.notes + (event,))
     if isinstance(event, TimelineEntry):
-        return replace(state, timeline=(state.timeline + (event,))[-TIMELINE_KEEP:],
-                       events_seen=state.events_seen + 1)
+        return replace(state, timeline=(state.timeline + (event,))[-TIMELINE_KEEP:])
     return state
 
 

@@ -25,7 +25,7 @@ def run(args) -> int:
 
     from ..actions.shared_timeline import attach, operator_id
 
-    engine = make_engine(config, sources, "tui", {"operator": operator_id()})
+    engine = make_engine(config, sources, "tui", {"operator": operator_id()}, offload=True)
     # the head holds the cluster's shared timeline: this face writes its actions and notes there
     # and shows the other operators' (a reader source started with the engine)
     timeline = attach(engine, nodes[config.head.name])

@@ -1,13 +1,23 @@
 """The bounded in-memory log store that faces read (the session file keeps everything).
 
 One ``LogSeries`` per (node, source).  Lines are kept as already-sanitised ``str`` in a list
-with a moving base so line numbers stay stable after old lines are dropped.  Widgets read
+with a moving base, so a line keeps its *position* after older lines are dropped.  Widgets read
 slices for the viewport only (virtualised rendering).
+
+A line's number is its ``LogLine.seq``: the follower numbers a source's lines once, so a finding's
+line, the row the view marks for it and the line of the session file are the same number.  Lines
+can be missing from the store (skipped under a flood, see ``engine``), so positions and numbers
+differ by the gaps: ``seq_at`` and ``position_of`` convert.
+
+The engine's worker appends while the UI reads: a lock per series keeps a read from seeing a trim
+half done (the appended texts are prepared before the lock is taken).
 """
 
 from __future__ import annotations
 
 import threading
+from array import array
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from ..model import LogLine
@@ -24,38 +34,88 @@ class LogSeries:
     max_lines: int = DEFAULT_MAX_LINES
     texts: list[str] = field(default_factory=list)
     stamps: list[float | None] = field(default_factory=list)
-    base: int = 0  # line number (0-based) of texts[0]
+    seqs: array = field(default_factory=lambda: array("q"))  # each kept line's number (LogLine.seq)
+    base: int = 0  # position (0-based) of texts[0]
     version: int = 0  # bumps on every append: cheap change detection for faces
+    skipped: int = 0  # lines not analysed nor kept here under a flood (the session file has them)
+    lost: int = 0  # lines that reached neither this store nor the session file (the reader fell too far behind)
+    unsaved: int = 0  # lines held here that the session file did not take (it reached its cap)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def total(self) -> int:
-        """Lines ever appended (line numbers run 1..total)."""
+        """Lines ever appended here (positions run 0..total-1)."""
         return self.base + len(self.texts)
+
+    @property
+    def last_seq(self) -> int:
+        return self.seqs[-1] if self.seqs else 0
 
     def append(self, lines: list[LogLine]) -> None:
         # what faces read is terminal-safe and secret-free: the screen (a --read-only observer
         # included), the filter and the save-log export all read these texts
-        self.texts.extend(redact_lines([clean_line(ln.text) for ln in lines]))
-        self.stamps.extend(ln.ts for ln in lines)
-        over = len(self.texts) - self.max_lines
-        if over > self.max_lines // 10:  # trim in chunks, not per line
-            del self.texts[:over]
-            del self.stamps[:over]
-            self.base += over
-        self.version += 1
+        texts = redact_lines([clean_line(ln.text) for ln in lines])
+        stamps = [ln.ts for ln in lines]
+        nxt = self.last_seq
+        seqs = []
+        for ln in lines:  # a line without a number (a test, a plain file) follows the last one
+            nxt = ln.seq if ln.seq > nxt else nxt + 1
+            seqs.append(nxt)
+        with self.lock:
+            self.texts.extend(texts)
+            self.stamps.extend(stamps)
+            self.seqs.extend(seqs)
+            over = len(self.texts) - self.max_lines
+            if over > self.max_lines // 10:  # trim in chunks, not per line
+                del self.texts[:over]
+                del self.stamps[:over]
+                del self.seqs[:over]
+                self.base += over
+            self.version += 1
 
-    def get(self, lineno: int) -> str | None:
-        """Text of 0-based line ``lineno`` (global numbering), or None if trimmed/not yet there."""
-        i = lineno - self.base
-        if 0 <= i < len(self.texts):
-            return self.texts[i]
-        return None
+    def note_gap(self, skipped: int = 0, lost: int = 0, unsaved: int = 0) -> None:
+        with self.lock:
+            self.skipped += skipped
+            self.lost += lost
+            self.unsaved += unsaved
+            self.version += 1
+
+    def get(self, pos: int) -> str | None:
+        """Text at position ``pos``, or None if trimmed/not yet there."""
+        with self.lock:
+            i = pos - self.base
+            return self.texts[i] if 0 <= i < len(self.texts) else None
+
+    def stamp(self, pos: int) -> float | None:
+        with self.lock:
+            i = pos - self.base
+            return self.stamps[i] if 0 <= i < len(self.stamps) else None
+
+    def seq_at(self, pos: int) -> int | None:
+        """The line number (LogLine.seq) at position ``pos``."""
+        with self.lock:
+            i = pos - self.base
+            return self.seqs[i] if 0 <= i < len(self.seqs) else None
+
+    def position_of(self, seq: int) -> int | None:
+        """The position of line number ``seq``, or None when it is not held (trimmed or skipped)."""
+        with self.lock:
+            i = bisect_left(self.seqs, seq)
+            if i < len(self.seqs) and self.seqs[i] == seq:
+                return self.base + i
+            return None
 
     def slice(self, start: int, stop: int) -> list[tuple[int, float | None, str]]:
-        """(lineno, ts, text) for global 0-based line numbers [start, stop)."""
-        lo = max(start - self.base, 0)
-        hi = max(min(stop - self.base, len(self.texts)), lo)
-        return [(self.base + i, self.stamps[i], self.texts[i]) for i in range(lo, hi)]
+        """(position, ts, text) for positions [start, stop)."""
+        with self.lock:
+            lo = max(start - self.base, 0)
+            hi = max(min(stop - self.base, len(self.texts)), lo)
+            return [(self.base + i, self.stamps[i], self.texts[i]) for i in range(lo, hi)]
+
+    def window(self) -> tuple[int, list[str]]:
+        """(base, texts) as one consistent pair, for scans over what is held."""
+        with self.lock:
+            return self.base, self.texts[:]
 
 
 class LogStore:
@@ -76,10 +136,10 @@ class LogStore:
         return self._series.get((node, source))
 
     def sources(self, node: str) -> list[str]:
-        return [s for (n, s) in self._series if n == node]
+        return [s for (n, s) in list(self._series) if n == node]
 
     def append(self, node: str, source: str, lines: list[LogLine]) -> None:
         self.series(node, source).append(lines)
 
     def total_lines(self) -> int:
-        return sum(len(s.texts) for s in self._series.values())
+        return sum(len(s.texts) for s in list(self._series.values()))

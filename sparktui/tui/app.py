@@ -12,7 +12,9 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from textual import events
 from textual.app import App
+from textual.geometry import Size
 
 from ..actions import registry
 from ..actions.shared_timeline import operator_id
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 
 MIN_REFRESH = 0.1  # seconds between repaints from engine updates (10 Hz): frames cost ~30 ms at 200x50
 TTY_CHECK = 5.0
+SIZE_CHECK = 1.0  # seconds between looks at the tty's size (a SIGWINCH can be lost: see _check_size)
 
 
 class SparkApp(App[int]):
@@ -98,6 +101,7 @@ class SparkApp(App[int]):
             self.set_interval(1.0, self._tick)
             if not self.is_headless:
                 self.set_interval(TTY_CHECK, self._check_terminal)
+                self.set_interval(SIZE_CHECK, self._check_size)
 
     async def on_unmount(self) -> None:
         if self._unsubscribe:
@@ -113,6 +117,18 @@ class SparkApp(App[int]):
                     await node.close()
                 except Exception:
                     pass
+
+    def _check_size(self) -> None:
+        # Under tmux, when a second client attaches, the window takes two sizes in quick succession
+        # (80x24, then 80x23 for the client's status line) and the app kept the first in 2 of 6 runs:
+        # doubled rows, no footer.  The tty knows the size; resize from here when a signal went missing
+        try:
+            cols, rows = os.get_terminal_size(sys.__stdout__.fileno())  # the ioctl, not $COLUMNS/$LINES
+        except (AttributeError, ValueError, OSError):
+            return
+        if cols > 0 and rows > 0 and (cols, rows) != tuple(self.size):
+            size = Size(cols, rows)
+            self.post_message(events.Resize(size, size))
 
     def _check_terminal(self) -> None:
         # dolphie's guard: a vanished tmux client leaves stdin dead; exit instead of spinning

@@ -29,14 +29,17 @@ def default_processors() -> list[Any]:
     return out
 
 
-def make_engine(config: "Config", sources: list, kind: str, extra_meta: dict | None = None) -> "Engine":
+def make_engine(config: "Config", sources: list, kind: str, extra_meta: dict | None = None, *,
+                offload: bool = False) -> "Engine":
+    """``offload``: the live faces analyse in a worker process (engine_worker.py) once started."""
     from ..engine import Engine
     from ..session import Session, sessions_dir
 
     session = Session.create(config.cluster.name, meta={"kind": kind, "config": config.path, "cluster": config.cluster.name,
                                                         "nodes": [n.name for n in config.nodes], **(extra_meta or {})},
-                             root=sessions_dir(config))
-    return Engine(config, sources, processors=default_processors(), session=session)
+                             root=sessions_dir(config), max_log_bytes=config.session_log_cap_mib << 20)
+    return Engine(config, sources, processors=default_processors(), session=session,
+                  processor_factory=f"{__name__}:default_processors", offload=offload)
 
 
 def run_app(engine: "Engine", args: Any, *, nodes: "Callable[[], Mapping[str, Node]] | None", subtitle: str,

@@ -328,3 +328,18 @@ def test_load_config_on_arbitrary_bytes(tmp_path, data):
 @given(st.text(max_size=40))
 def test_image_problem_never_raises(ref):
     assert image_problem(ref) is None or isinstance(image_problem(ref), str)
+
+
+def test_session_log_cap_is_honoured_and_bad_values_are_one_line_errors(tmp_path):
+    from sparktui.tui.boot import make_engine
+
+    cfg = parse_config(f'session_dir = "{tmp_path}"\nsession_log_cap_mib = 3\n' + doc(), "c.toml")
+    engine = make_engine(cfg, [], "test")
+    try:
+        assert engine.session.max_log_bytes == 3 << 20
+    finally:
+        engine.session.close()
+    for bad, why in (("0", "between"), ('"1G"', "integer"), ("true", "boolean")):
+        with pytest.raises(ConfigError) as ei:
+            parse_config(f"session_log_cap_mib = {bad}\n" + doc(), "c.toml")
+        assert ei.value.key == "session_log_cap_mib" and why in str(ei.value) and "\n" not in str(ei.value)

@@ -174,3 +174,56 @@ async def test_save_writes_the_filtered_view_to_a_file(make_app, tmp_path, monke
         assert len(files) == 1
         saved = files[0].read_text().splitlines()
         assert saved == _visible_rows(lines) and saved
+
+
+async def test_an_appended_batch_renders_only_its_new_rows(make_app):
+    """Rows are cached by what they depend on (Textual's Log, toolong): while following, a batch of 3
+    renders 3 rows, not the viewport; wrap, a filter or the theme render afresh."""
+    app = make_app(t=120)
+    async with app.run_test(size=(160, 48)) as pilot:
+        app.refresh_now()
+        await pilot.pause()
+        lines = _lines(app)
+        assert lines.follow
+        rendered: list[int] = []
+        real = lines._text
+        lines._text = lambda row: (rendered.append(row), real(row))[1]
+        _append(app, "spark1", "vllm_qwen35", ["cache a", "cache b", "cache c"])
+        await pilot.pause()
+        assert "cache c" in screen_text(app)
+        assert len(set(rendered)) == 3, rendered
+        assert {lines._row_line(r) for r in rendered} == {lines.total_lines - 3, lines.total_lines - 2,
+                                                         lines.total_lines - 1}
+        rendered.clear()
+        await pilot.press("w")  # wrap changes every row: every line on screen renders again
+        await pilot.pause()
+        shown = sum(len(lines._wrapped(r, lines.scrollable_content_region.width)) for r in set(rendered))
+        assert shown >= lines.scrollable_content_region.height, (shown, sorted(set(rendered)))
+
+
+async def test_a_flood_dropped_to_its_tail_is_said_on_the_pane_and_a_finding_still_jumps_to_its_line(make_app):
+    """The engine drops a source that is too far behind to its tail; the pane says how many lines
+    it skipped and that the session file has them; a finding's line number finds its row."""
+    app = make_app(t=60)
+    eng = app.engine
+    async with app.run_test(size=(200, 48)) as pilot:
+        app.refresh_now()
+        lines = _lines(app)
+        series = eng.logs.find("spark1", "vllm_qwen35")
+        first = series.last_seq + 1
+        eng.SKIP_ABOVE = 500
+        for k in range(10):  # 2000 lines queued before the pump runs
+            eng.emit(LogBatch("spark1", "vllm_qwen35", tuple(
+                LogLine("spark1", "vllm_qwen35", f"flood {first + k * 200 + i}", seq=first + k * 200 + i)
+                for i in range(200))))
+        while eng._pending:
+            eng.drain()
+        app.refresh_now()
+        await pilot.pause()
+        assert series.skipped == 1600  # each batch with more than 500 lines queued behind it, itself included
+        assert "dropping to the tail: 1,600 skipped, kept in the session file" in screen_text(app)
+        assert f"{first + 1999:,} lines" in screen_text(app)  # the last line's number, as in the file
+        assert lines.jump_to_line(first + 1700)
+        await pilot.pause()
+        assert lines._mark is not None and series.get(lines._mark) == f"flood {first + 1700}"
+        assert not lines.jump_to_line(first + 10)  # skipped: the session file has it, the view does not

@@ -150,7 +150,7 @@ async def test_replay_keys_step_findings_jump_and_pause(tmp_path):
         # play: at x2000 the rest of the session passes within a few ticks and stops at the end
         player.set_speed(2000)
         await pilot.press("space")
-        assert not player.paused
+        assert not player.paused or player.at_end  # a loaded machine can play it all within the press
         await wait_for(pilot, lambda: player.at_end and player.paused, "played to the end", rounds=2000)
         await wait_for(pilot, lambda: "paused" in screen_text(app), "status says paused at the end")
 

@@ -35,7 +35,7 @@ def test_process_reduces_stores_persists_and_derives(tmp_path):
     seen = []
     eng.subscribe(lambda batch: seen.extend(batch))
     eng.process([_batch("spark1", "vllm", ["hello", "NCCL WARN boom", "bye"])])
-    assert eng.state.node("spark1").logs["vllm"].lines == 3
+    assert "vllm" in eng.state.node("spark1").logs
     assert [f.title for f in eng.state.findings] == ["NCCL WARN boom"]
     assert eng.logs.find("spark1", "vllm").total == 3
     assert any(isinstance(e, FindingRaised) for e in seen)

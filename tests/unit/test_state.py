@@ -58,11 +58,13 @@ def test_memory_history_is_bounded():
     assert abs(n.memory.used_fraction - n.memory_history[-1]) < 1e-9
 
 
-def test_log_counts_and_last_timestamp():
+def test_a_source_with_logs_is_known_and_more_of_its_lines_leave_the_state_as_it_is():
     s = ClusterState.initial(["a"])
     lines = tuple(LogLine("a", "c", f"l{i}", ts=100.0 + i, seq=i + 1) for i in range(5))
     s = reduce(s, LogBatch("a", "c", lines))
-    assert s.node("a").logs["c"].lines == 5 and s.node("a").logs["c"].last_ts == 104.0
+    assert s.node("a").logs == {"c"}
+    assert reduce(s, LogBatch("a", "c", lines)) is s  # a flood copies nothing
+    assert reduce(s, LogLine("a", "d", "x")).node("a").logs == {"c", "d"}
 
 
 def test_gpu_and_unknown_node_is_added():

@@ -64,7 +64,7 @@ class MainScreen(Screen[None]):
         # rebuilt per instance: the guided actions available depend on what this build contains
         self._bindings = BindingsMap([*Screen.BINDINGS, *keymap.bindings("main")])
         self.active = 0
-        self._settle: list = []  # the repaint timers after a resize
+        self._switcher_shown = ""
         inv = next((e for e in keymap.entries() if e.id == "action-investigate"), None)
         self._investigate_key = keymap.display_key(inv.key_list[0]) if inv else None
 
@@ -136,21 +136,14 @@ class MainScreen(Screen[None]):
             style = "reverse bold" if i == self.active else ""
             bits.append(f"[@click=screen.select_node({i})][{style}]{label}[/][/]" if style else
                         f"[@click=screen.select_node({i})]{label}[/]")
-        self.query_one("#node-switcher", Static).update(Content.from_markup("nodes:" + "".join(bits) + "   n: next"))
+        markup = "nodes:" + "".join(bits) + "   n: next"
+        if markup != self._switcher_shown:  # every engine refresh comes here; one fixed row, no layout pass
+            self._switcher_shown = markup
+            self.query_one("#node-switcher", Static).update(Content.from_markup(markup), layout=False)
 
     # ------------------------------------------------------------------ layout
     def on_resize(self, event: events.Resize) -> None:
         self._layout(event.size.width)
-        # a frame rendered for the old size can reach the terminal after the resize's own repaint (seen
-        # under tmux when a smaller client attaches): later partial updates never redraw the rows it
-        # scrolled, so repaint every row once more when the size has settled
-        for timer in self._settle:
-            timer.stop()
-        # twice: a loaded machine can deliver the stale frame after the first
-        self._settle = [self.set_timer(delay, self._repaint_all) for delay in (0.3, 1.5)]
-
-    def _repaint_all(self) -> None:
-        self.refresh(repaint=True, layout=True)
 
     def _layout(self, width: int) -> None:
         self.set_class(width < max(WIDE, PANE_MIN * len(self.panes)), "-narrow")
@@ -262,8 +255,9 @@ class MainScreen(Screen[None]):
                 if source:
                     pane.log_view.set_source(source)
                     pane.sync_cursor()
-                if finding.line:
-                    pane.log_view.lines.jump_to(finding.line - 1)
+                if finding.line and not pane.log_view.lines.jump_to_line(finding.line):
+                    self.app.notify(f"{finding.title}: line {finding.line} is no longer held in memory; "
+                                    "the session file has it", severity="information")
                 pane.log_view.update_chrome()
                 return
         self.app.notify(f"{finding.title}: no log line to show" + (f" (node {node})" if node else ""),

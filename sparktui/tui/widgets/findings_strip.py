@@ -36,6 +36,14 @@ def summary(findings: Sequence[Finding], investigate_key: str | None = None) -> 
 
 
 class FindingsStrip(Static):
+    _shown: tuple = ()
+
     def show(self, findings: Sequence[Finding], investigate_key: str | None = None) -> None:
+        # called on every engine refresh: an unchanged strip costs nothing, a changed one repaints
+        # its own row (one fixed row in app.tcss: a layout pass would re-render the whole screen)
+        key = (tuple(findings), investigate_key)
+        if key == self._shown:
+            return
+        self._shown = key
         self.set_class(any(f.severity == "error" for f in findings), "-error")
-        self.update(summary(findings, investigate_key))
+        self.update(summary(findings, investigate_key), layout=False)

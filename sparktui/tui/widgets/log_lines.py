@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from rich.segment import Segment
 from rich.text import Text
+from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 SCAN_BUDGET = 40_000  # lines the filter examines per step before yielding to the loop
 MAX_RENDER = 4_000  # characters of one line rendered (a 10 MB line stays a line)
 TS_WIDTH = 13
+LINE_CACHE = 4_096  # rendered rows kept: a frame re-renders only rows it has not drawn before
 
 
 class LogLines(ScrollView, can_focus=True):
@@ -68,6 +70,9 @@ class LogLines(ScrollView, can_focus=True):
         self._mark: int | None = None
         self._frame_key: tuple | None = None
         self._frame: list[Strip] = []
+        # a rendered row by everything it depends on (Textual's Log, toolong): an appended batch renders
+        # only its new rows, scrolling reuses the rest
+        self._row_cache: LRUCache[tuple, list[Strip]] = LRUCache(LINE_CACHE)
         self._tail_top = 0
 
     # ------------------------------------------------------------------ data
@@ -133,7 +138,7 @@ class LogLines(ScrollView, can_focus=True):
         if s is None:
             return []
         if self._rx is None:
-            return list(s.texts)
+            return s.window()[1]
         return [t for t in (s.get(n) for n in self._matches) if t is not None]
 
     # ------------------------------------------------------------------ filter
@@ -175,8 +180,7 @@ class LogLines(ScrollView, can_focus=True):
         start = max(self._scanned, s.base)
         stop = min(s.total, start + SCAN_BUDGET)
         search = rx.search
-        texts, base = s.texts, s.base
-        self._matches.extend(n for n in range(start, stop) if search(texts[n - base]))
+        self._matches.extend(n for n, _, text in s.slice(start, stop) if search(text))
         self._scanned = stop
         if stop < s.total:
             self.scanning = True
@@ -237,8 +241,18 @@ class LogLines(ScrollView, can_focus=True):
         self.follow = False
         super().action_scroll_home()
 
+    def jump_to_line(self, seq: int) -> bool:
+        """Show line number ``seq`` (a finding's line: LogLine.seq), marked, detached; False when
+        the store does not hold it (trimmed, or skipped under a flood: the session file has it)."""
+        s = self.series()
+        pos = s.position_of(seq) if s is not None else None
+        if pos is None:
+            return False
+        self.jump_to(pos)
+        return True
+
     def jump_to(self, lineno: int) -> None:
-        """Show global 0-based line ``lineno`` (a finding's evidence), marked, detached."""
+        """Show position ``lineno`` (0-based, in the store), marked, detached."""
         s = self.series()
         if s is None:
             return
@@ -269,7 +283,12 @@ class LogLines(ScrollView, can_focus=True):
         self._programmatic = True
         try:
             if virtual != self.virtual_size:
-                self.virtual_size = virtual
+                # it grows with every appended batch, and assigning it asks for a layout pass that
+                # re-renders the whole screen (90 of them in 20 key presses under a flood); only a
+                # scrollbar coming or going changes the layout, and _scroll_update's own reactives
+                # ask for that pass then
+                self.set_reactive(LogLines.virtual_size, virtual)
+                self._scroll_update(virtual)
         finally:
             self._programmatic = False
         if self.follow:
@@ -309,23 +328,59 @@ class LogLines(ScrollView, can_focus=True):
         if more > 0:
             line.append(f" … {more} more characters", self.get_component_rich_style("loglines--more", partial=True))
         if self.show_timestamps:
-            ts = s.stamps[n - s.base]
+            ts = s.stamp(n)
             line = Text.assemble((stamp(ts) + " ", self.get_component_rich_style("loglines--timestamp", partial=True)), line,
                                  end="", no_wrap=not self.wrap)
         if n == self._mark:
             line.stylize(self.get_component_rich_style("loglines--mark", partial=True))
         return line
 
-    def _wrapped(self, row: int, width: int) -> list[Strip]:
+    def _view(self) -> tuple:
+        """What every row's look depends on besides its own line (one per frame: rich_style walks
+        the ancestors)."""
+        return (id(self.series()), self.wrap, self._filter_gen, self.show_timestamps, self.app.theme,
+                self.rich_style)
+
+    def _wrapped(self, row: int, width: int, view: tuple | None = None) -> list[Strip]:
+        """The finished strips of one row, wrapped to ``width`` (cached)."""
+        view = view or self._view()
+        style = view[-1]
+        n = self._row_line(row)
+        key = (n, width, 0, n == self._mark, view) if n is not None else None
+        if key is not None:
+            hit = self._row_cache.get(key)
+            if hit is not None:
+                return hit
         text = self._text(row)
         if text is None:
-            return [Strip.blank(width)]
+            return [Strip.blank(width).apply_style(style)]
         console = self.app.console
-        return [Strip(list(part.render(console, end=""))) for part in text.wrap(console, width)] or [Strip.blank(width)]
+        out = [Strip(list(part.render(console, end=""))).extend_cell_length(width).apply_style(style)
+               for part in text.wrap(console, width)] or [Strip.blank(width).apply_style(style)]
+        self._row_cache[key] = out
+        return out
+
+    def _row_strip(self, row: int, width: int, x: int, view: tuple) -> Strip:
+        """The finished strip of one unwrapped row, scrolled to ``x`` (cached)."""
+        style = view[-1]
+        n = self._row_line(row)
+        if n is None:
+            return Strip.blank(width).apply_style(style)
+        key = (n, width, x, n == self._mark, view)
+        hit = self._row_cache.get(key)
+        if hit is not None:
+            return hit[0]
+        text = self._text(row)
+        if text is None:
+            return Strip.blank(width).apply_style(style)
+        strip = Strip(list(text.render(self.app.console, end=""))).crop(x, x + width)
+        strip = strip.extend_cell_length(width).apply_style(style)
+        self._row_cache[key] = [strip]
+        return strip
 
     def _build_frame(self, width: int, height: int) -> list[Strip]:
-        console = self.app.console
-        style = self.rich_style
+        view = self._view()
+        style = view[-1]
         top = int(self.scroll_y)
         rows = self.row_count
         strips: list[Strip] = []
@@ -334,24 +389,18 @@ class LogLines(ScrollView, can_focus=True):
                 row = rows
                 while row > 0 and len(strips) < height:
                     row -= 1
-                    strips[:0] = self._wrapped(row, width)
+                    strips[:0] = self._wrapped(row, width, view)
                 strips = strips[-height:]
             else:
                 row = top
                 while row < rows and len(strips) < height:
-                    strips.extend(self._wrapped(row, width))
+                    strips.extend(self._wrapped(row, width, view))
                     row += 1
                 strips = strips[:height]
         else:
             x = int(self.scroll_x)
-            for y in range(height):
-                text = self._text(top + y)
-                if text is None:
-                    strips.append(Strip.blank(width))
-                    continue
-                segments = list(text.render(console, end=""))
-                strips.append(Strip(segments).crop(x, x + width))
-        return [s.extend_cell_length(width).apply_style(style) for s in strips]
+            return [self._row_strip(top + y, width, x, view) for y in range(height)]
+        return [s if s.cell_length == width else s.extend_cell_length(width).apply_style(style) for s in strips]
 
     def render_line(self, y: int) -> Strip:
         region = self.scrollable_content_region

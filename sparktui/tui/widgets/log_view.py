@@ -12,7 +12,19 @@ from textual.widgets import Input, Static
 from .log_lines import LogLines
 
 if TYPE_CHECKING:
-    from ...logs.store import LogStore
+    from ...logs.store import LogSeries, LogStore
+
+
+def gap_notes(series: "LogSeries") -> list[tuple[str, str]]:
+    """What this view does not show, said plainly (engine.py: a flood drops a source to its tail)."""
+    out = []
+    if series.skipped:
+        out.append((f"  dropping to the tail: {series.skipped:,} skipped, kept in the session file", "$warning"))
+    if series.lost:
+        out.append((f"  {series.lost:,} lost (reader too far behind)", "$error"))
+    if series.unsaved:
+        out.append((f"  session file full: {series.unsaved:,} not on disk", "$warning"))
+    return out
 
 
 class LogView(Vertical):
@@ -102,7 +114,8 @@ class LogView(Vertical):
         self.set_class(not lines.follow, "-detached")
         parts: list[str | tuple[str, str]] = []
         parts.append((lines.source or "no log", "bold"))
-        parts.append(f"  {lines.total_lines:,} lines")
+        series = lines.series()
+        parts.append(f"  {series.last_seq if series else 0:,} lines")  # the last line's number, as in the session file
         if lines.filter_pattern is not None:
             state = " scanning…" if lines.scanning else ""
             parts.append(("  /" + lines.filter_pattern + "/ ", "$accent"))
@@ -112,6 +125,8 @@ class LogView(Vertical):
             parts.append("  wrap")
         if lines.show_timestamps:
             parts.append("  ts")
+        if series is not None:  # last: the one part that can outgrow a half-width pane
+            parts.extend(gap_notes(series))
         # one fixed-height row that changes on every batch: no layout pass (that repaints the whole screen)
         self.query_one(".log-title", Static).update(Content.assemble(*parts), layout=False)
         pill = self.query_one(".log-pill", Static)

@@ -70,7 +70,8 @@ class NodePane(Vertical):
             self._retry_base = now  # "retry in" counts down from when the collector said it
         retry_left = None if ns.retry_in is None else max(0.0, ns.retry_in - (now - self._retry_base))
         if self._changed("header", (ns.reachable, ns.unreachable_since, retry_left and int(retry_left), ns.error, ns.docker_error, ns.backend)):
-            self.query_one(".pane-header", Static).update(node_stats.header(ns, now, self.role, retry_left))
+            self.query_one(".pane-header", Static).update(node_stats.header(ns, now, self.role, retry_left),
+                                                          layout=False)  # one fixed row
         if self._changed("containers", (ns.containers, int(now))):
             self._fill_table(ns, now)
         if self._changed("memory", (ns.memory, ns.memory_history, self.size.width)):
@@ -82,16 +83,17 @@ class NodePane(Vertical):
             self.query_one(".mem-spark", Static).update(node_stats.sparkline(ns.memory_history, self.size.width - 4),
                                                         layout=False)
         if self._changed("gpu", (ns.gpus, ns.gpu_available, ns.gpu_error)):
-            self.query_one(".gpu", Static).update(node_stats.gpu(ns))
+            self._update_rows(self.query_one(".gpu", Static), node_stats.gpu(ns))
         if self._changed("links", ns.links):
-            self.query_one(".links", Static).update(node_stats.links(ns, self.fabric_if))
+            self.query_one(".links", Static).update(node_stats.links(ns, self.fabric_if), layout=False)  # one row
         if self._changed("serving", (ns.serving, self.size.width)):
             self.query_one(ServingStats).show(ns.serving, self.size.width - 4)
         if self._changed("startup", (ns.milestones, has_error, ns.containers)):
             value, label = node_stats.startup(ns)
             self.query_one(ProgressBar).update(progress=value)
             self.query_one(".startup", Horizontal).set_class(has_error, "-error")
-            self.query_one(".startup-label", Static).update(label)
+            if self._changed("startup-label", label):
+                self.query_one(".startup-label", Static).update(label, layout=False)  # one fixed row
         view = self.log_view
         if view.source is None:  # the user's choice sticks, even before its log has lines
             chosen = self._default_source(ns)
@@ -99,6 +101,13 @@ class NodePane(Vertical):
                 view.set_source(chosen)
                 self.sync_cursor()
         view.refresh_data()
+
+    def _update_rows(self, widget: Static, content: object) -> None:
+        """Update a ``height: auto`` widget; ask for a layout pass (it renders the whole screen)
+        only when the rows it needs may have changed, not on every new figure."""
+        plain = str(getattr(content, "plain", content))
+        rows = (plain.count("\n"), max(map(len, plain.split("\n"))) > widget.size.width)
+        widget.update(content, layout=self._changed(f"rows:{id(widget)}", rows))
 
     def _changed(self, part: str, key: object) -> bool:
         old = self._seen.get(part, _MISSING)

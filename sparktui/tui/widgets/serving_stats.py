@@ -138,4 +138,8 @@ class ServingStats(Static):
         self.set_class(up, "-up")
         self.set_class(down, "-down")
         if up or down:
-            self.update(render(serving, width))
+            content = render(serving, width)
+            rows = str(getattr(content, "plain", content)).count("\n")
+            # nowrap rows: only a change in their number needs a layout pass (a whole-screen render)
+            self.update(content, layout=rows != getattr(self, "_rows", None))
+            self._rows = rows
