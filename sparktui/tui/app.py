@@ -1,8 +1,9 @@
 """The Textual face: a thin layer over the engine.
 
-The engine runs in the app's event loop.  Each processed batch calls a subscriber that posts ONE
-coalescing ``EngineUpdated`` message; the app repaints from ``engine.state`` / ``engine.logs`` at
-most ~20 times a second however fast lines arrive.  Widgets never do IO.
+The engine's pump runs in the app's event loop (its analysis in a worker process: engine.py).  Each
+processed batch calls a subscriber that posts ONE coalescing ``EngineUpdated`` message; the app
+repaints from ``engine.state`` / ``engine.logs`` at most once per ``MIN_REFRESH`` however fast lines
+arrive (docs/architecture.md, "Refresh rate").  Widgets never do IO.
 """
 
 from __future__ import annotations
