@@ -19,7 +19,7 @@ from ..logs.sanitize import safe  # every name, message and label printed came f
 
 
 def _check_keys(config: Config) -> None:
-    from ..config import _line_of
+    from ..config_error import line_of as _line_of
     from ..nodes.ssh import identity_problem
 
     try:

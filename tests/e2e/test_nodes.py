@@ -301,3 +301,38 @@ async def test_rm_container_keeps_its_lines_in_the_session(live, container_name)
     text = persisted(engine, "spark1", container_name)
     assert [ln.split(" ", 1)[1] for ln in text.splitlines()] == [f"rm-line {i}" for i in range(1, 51)]
     assert bed.docker("spark1", "inspect", container_name, check=False).returncode != 0  # gone from Docker
+
+
+# 20,000 lines at once on stdout and stderr (multiplexed frames, many to a read), UTF-8 text, and one
+# line of 15,000 characters (under the json-file driver's 16 KiB split) that can span reads: exact
+BURST = """
+import sys
+for i in range(20000):
+    out = sys.stderr if i % 3 == 0 else sys.stdout
+    out.write(f"burst {i} é✓ " + "x" * (15000 if i == 777 else i % 50) + "\\n")
+"""
+
+
+def _burst_line(i: int) -> str:
+    return f"burst {i} é✓ " + "x" * (15000 if i == 777 else i % 50)
+
+
+async def test_a_burst_on_stdout_and_stderr_and_a_tty_container_arrive_whole(live, container_name, cleanup):
+    engine, watch, bed = live
+    runs = ((False, container_name), (True, container_name + "-tty"))
+    for tty, name in runs:
+        cleanup.append(("spark1", name))
+        bed.docker("spark1", "run", "-d", *(["-t"] if tty else []), "--name", name, "--network", "host",
+                   "sparktui-base:bookworm", "python3", "-c", BURST)
+    want = [_burst_line(i) for i in range(20000)]
+    for tty, name in runs:
+        await watch.until(lambda b, s, name=name: persisted(engine, "spark1", name).count("\n") >= 20000, 60,
+                          f"{name}: the whole burst persisted")
+        got = [line.split(" ", 1)[1] for line in persisted(engine, "spark1", name).splitlines()]
+        series = engine.logs.find("spark1", name)
+        assert series.total == 20000 and series.last_seq == 20000
+        if tty:  # a tty ends lines with \r\n, and stdout and stderr are one stream, in order
+            assert [g.rstrip("\r") for g in got] == want
+            assert series.get(series.position_of(778)).startswith("burst 777 é✓ xxxx")
+        else:  # two streams: the daemon's order between them is its own
+            assert sorted(got) == sorted(want)
