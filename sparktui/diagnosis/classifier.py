@@ -4,6 +4,11 @@ Hot path (every line): the batch is joined once and searched with ``str.find`` f
 literals of the catalogue, the milestone rules and the NCCL tracker (a few C-speed scans per
 batch); only the lines holding a literal are cleaned, split and matched against regexes.  A
 line is cut at ``MAX_LINE`` characters first, so a 10 MB line costs no more than any other.
+Logs repeat themselves (an NCCL flood of 183k lines holds 4.8k distinct ones; access-log lines
+carry no timestamp): each scanner remembers, within ``SEEN_CHARS``, the lines it has seen and the
+literals they hold, so a repeat costs a dict lookup instead of a scan, and a repeat that cannot
+change anything (its finding already raised, no milestone, NCCL or traceback state) is not
+classified again.
 
 Python tracebacks (and the C++ ``frame #N`` blocks torch appends) are followed line by line by a
 ``TracebackTracker`` and give ONE finding, anchored on the final exception line, with the key lines
@@ -29,6 +34,7 @@ from .tracebacks import END, FOREIGN, TB_START, TracebackTracker
 
 MAX_LINE = 16_384  # characters of a line that are scanned (bounded work on a 10 MB line)
 MAX_EVIDENCE_CHARS = 400
+SEEN_CHARS = 2 << 20  # characters of seen lines (and what they hold) that a scanner remembers
 TAIL_LINES = 6
 
 # literals the NCCL tracker needs beyond the catalogue's
@@ -55,10 +61,65 @@ _UMBRELLAS = ("onnect", " GCS", "mory", "rror", "fail", "ddress", "enqueued", " 
 # where only the latest few of a batch matter: the highest opCount, the current shard count.
 _LATEST_ONLY = {"opCount": 16, "% Completed |": 4}
 
+# markers of SourceScanner._seen / _verdict
+_QUIET: list = []  # a line that holds no literal
+_UNKNOWN = object()  # verdict not worked out yet
+_BUSY = object()  # classifying the line can move state
+
 
 def _ev(text: str) -> str:
     text = clean_line(text).strip()
     return text if len(text) <= MAX_EVIDENCE_CHARS else text[: MAX_EVIDENCE_CHARS - 1] + "…"
+
+
+def _hits(text: str, pos: int, lits: tuple[str, ...]) -> tuple[list[tuple[int, list[str]]], list[int]]:
+    """The lines of ``text`` (from offset ``pos``, a line start) holding literals, as (line index
+    counted from ``pos``, the literals in ``lits`` order), in order; and the lines holding a
+    latest-only literal that are left out this time (they may be candidates another time)."""
+    find, rfind = text.find, text.rfind
+    starts: dict[int, list[str]] = {}
+    noisy: list[int] = []
+    for lit in lits:
+        keep = _LATEST_ONLY.get(lit)
+        if keep:  # scan backwards, stop after the last few
+            p = rfind(lit, pos)
+            while p != -1:
+                s = rfind("\n", 0, p) + 1
+                if keep:
+                    starts.setdefault(s, []).append(lit)
+                    keep -= 1
+                else:
+                    noisy.append(s)
+                p = rfind(lit, pos, s) if s > pos else -1
+            continue
+        p = find(lit, pos)
+        while p != -1:
+            s = rfind("\n", 0, p) + 1
+            hit = starts.get(s)
+            if hit is None:
+                starts[s] = [lit]
+            else:
+                hit.append(lit)
+            e = find("\n", p)
+            if e == -1:
+                break
+            p = find(lit, e)
+    if not starts and not noisy:
+        return [], []
+    count = text.count
+    out: list[tuple[int, list[str]]] = []
+    idx, at = 0, pos
+    for s in sorted(starts):
+        idx += count("\n", at, s)
+        at = s
+        out.append((idx, starts[s]))
+    left: list[int] = []
+    idx, at = 0, pos
+    for s in sorted(set(noisy)):
+        idx += count("\n", at, s)
+        at = s
+        left.append(idx)
+    return out, left
 
 
 @dataclass(frozen=True)
@@ -128,6 +189,10 @@ class SourceScanner:
         self._lits = self.c.literals  # shrinks when one-shot milestones are reached
         self._lits_gen = 0
         self._bare_exc: tuple[int, str, str, str] | None = None  # last exception line outside a traceback
+        # literal set -> line text seen -> _QUIET (holds none of it) or [its hits, _verdict or _UNKNOWN]
+        self._seen: dict[tuple[str, ...], dict[str, list]] = {}
+        self._seen_chars = 0
+        self.seen_budget = SEEN_CHARS  # 0: remember nothing (every batch scanned and classified in full)
 
     # ------------------------------------------------------------------ input
     def feed(self, lines: list[str] | list[bytes], first_lineno: int | None = None) -> list[Finding | Milestone]:
@@ -186,43 +251,88 @@ class SourceScanner:
             p = text.rfind(" NCCL ", 0, text.rfind("\n", 0, p) + 1) if idx else -1
 
     def _scan(self, lines: list[str], text: str, start: int, base: int, out: list) -> None:
-        offset = 0
-        if start:
-            offset = len("\n".join(lines[:start])) + 1
-        find, rfind = text.find, text.rfind
-        starts: dict[int, list[str]] = {}
-        for lit in self._lits:
-            keep = _LATEST_ONLY.get(lit)
-            if keep:  # scan backwards, stop after the last few
-                p = rfind(lit, offset)
-                while p != -1 and keep:
-                    s = rfind("\n", 0, p) + 1
-                    starts.setdefault(s, []).append(lit)
-                    keep -= 1
-                    p = rfind(lit, offset, s) if s > offset else -1
+        """Classify the lines of the batch (from ``start``) that hold a scan literal.  Lines seen
+        before (floods and serving logs repeat the same lines) are not scanned again: what they
+        hold is remembered, and a repeat that can change nothing (``_verdict``) is not classified."""
+        lits = self._lits
+        seen = self._seen.get(lits)
+        if seen is None:
+            seen = self._seen[lits] = {}
+        rows: range | list[int] = range(start, len(lines))
+        known: list[tuple[int, list]] = []
+        if seen:
+            got = list(map(seen.get, lines[start:] if start else lines))  # C speed: most are _QUIET
+            busy = [k for k, v in enumerate(got) if v is not _QUIET]
+            left = [start + k for k in busy if got[k] is None]
+            known = [(start + k, got[k]) for k in busy if got[k] is not None]
+            if len(left) < len(rows):
+                rows = left
+        if isinstance(rows, range):
+            body, pos = text, (len("\n".join(lines[:start])) + 1 if start else 0)
+        else:
+            body, pos = "\n".join([lines[i] for i in rows]), 0
+        found, noisy = _hits(body, pos, lits) if rows else ([], [])
+        cands = [(rows[k], hit, None) for k, hit in found]
+        self._remember(seen, lines, rows, cands, noisy, len(body) - pos)
+        if known:
+            cands = sorted(cands + [(i, v[0], v) for i, v in known], key=lambda c: c[0])
+        skip_to = start
+        raised = self._raised
+        for i, hit, memo in cands:
+            if i < skip_to:
                 continue
-            p = find(lit, offset)
-            while p != -1:
-                s = rfind("\n", 0, p) + 1
-                hit = starts.get(s)
-                if hit is None:
-                    starts[s] = [lit]
-                else:
-                    hit.append(lit)
-                e = find("\n", p)
-                if e == -1:
-                    break
-                p = find(lit, e)
-        if not starts:
-            return
-        idx, pos, skip_to = start, offset, start
-        count = text.count
-        for s in sorted(starts):
-            idx += count("\n", pos, s)
-            pos = s
-            if idx < skip_to:
-                continue
-            skip_to = self._line(lines, idx, base, out, starts[s]) + 1
+            if memo is not None:
+                verdict = memo[1]
+                if verdict is _UNKNOWN:
+                    verdict = memo[1] = self._verdict(lines[i], hit)
+                if verdict is not _BUSY and (verdict is None or (verdict.id, "") in raised) \
+                        and self.milestones.generation == self._lits_gen:
+                    continue  # a repeat that would raise nothing new and move nothing
+            skip_to = self._line(lines, i, base, out, hit) + 1
+
+    def _remember(self, seen: dict[str, list], lines: list[str], rows: range | list[int],
+                  cands: list[tuple[int, list[str], None]], noisy: list[int], chars: int) -> None:
+        """Note what the scanned lines hold (within a bound on the characters kept).  A line with
+        a latest-only literal is never noted: whether it is a candidate depends on where it is."""
+        before = len(seen)
+        seen.update(dict.fromkeys(lines[rows.start:] if isinstance(rows, range) else map(lines.__getitem__, rows),
+                                  _QUIET))
+        for i, hit, _ in cands:
+            if any(lit in _LATEST_ONLY for lit in hit):
+                seen.pop(lines[i], None)
+            else:
+                seen[lines[i]] = [hit, _UNKNOWN]
+        for k in noisy:
+            seen.pop(lines[rows[k]], None)
+        self._seen_chars += (len(seen) - before) * (chars // max(1, len(rows)) + 1)
+        if self._seen_chars > self.seen_budget:
+            self._seen.clear()
+            self._seen_chars = 0
+
+    def _verdict(self, raw: str, hits: list[str]) -> Entry | None | object:
+        """What classifying this line can do: ``_BUSY`` when it can move any state (a traceback,
+        an exception line, NCCL or watchdog lines, ACTIVE OPS, a milestone or phase rule that
+        matches), else the catalogue entry it would raise (None: nothing).  Mirrors ``_line`` and
+        ``_classify``; only ever asked for lines that are repeats."""
+        line = lineprefix.clean(raw)
+        body = lineprefix.split(line)[1]
+        if TB_START in body:
+            return _BUSY
+        if body.startswith(("frame #", "Exception raised from ")):
+            return None
+        entry = self._match(line, hits)
+        if entry is None and ("rror" in body or "Exception" in body or "what():" in body) \
+                and parse_exception(body) is not None:
+            return _BUSY
+        if ("NCCL" in line and parse_nccl_line(line) is not None) or body.strip() == "ACTIVE OPS" \
+                or ("ork" in line and parse_watchdog_line(line) is not None):
+            return _BUSY
+        rules, routes = self.c.rules.rules, self.c.rule_routes
+        for ix in {ix for h in hits for ix in routes[h]}:
+            r = rules[ix]
+            if any(lit in line for lit in r.prefilter) and r.pattern.search(line):
+                return _BUSY
+        return entry
 
     # ------------------------------------------------------------------ one candidate line
     def _line(self, lines: list[str], idx: int, base: int, out: list, hits: list[str] | None = None) -> int:
