@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from itertools import compress, repeat
+from operator import is_not
 from dataclasses import dataclass
 
 from ..logs.sanitize import clean_line
@@ -64,12 +66,20 @@ _LATEST_ONLY = {"opCount": 16, "% Completed |": 4}
 # markers of SourceScanner._seen / _verdict
 _QUIET: list = []  # a line that holds no literal
 _UNKNOWN = object()  # verdict not worked out yet
+_PLACED = object()  # the line holds a latest-only literal: scanned for those each time, never skipped
 _BUSY = object()  # classifying the line can move state
 
 
 def _ev(text: str) -> str:
     text = clean_line(text).strip()
     return text if len(text) <= MAX_EVIDENCE_CHARS else text[: MAX_EVIDENCE_CHARS - 1] + "…"
+
+
+def _merge(a: list[str] | None, b: list[str] | None, order: dict[str, int]) -> list[str]:
+    """Two lists of literals of one line as one, in scan order (the order routing sees them)."""
+    if not a or not b:
+        return a or b or []
+    return sorted(a + b, key=order.__getitem__)
 
 
 def _hits(text: str, pos: int, lits: tuple[str, ...]) -> tuple[list[tuple[int, list[str]]], list[int]]:
@@ -130,6 +140,7 @@ class _Compiled:
     # scan literal -> the catalogue (literal, entries) pairs and milestone rule indexes it stands for
     cat_routes: dict[str, tuple[tuple[str, tuple[Entry, ...]], ...]]
     rule_routes: dict[str, tuple[int, ...]]
+    order: dict[str, int]  # scan literal -> its place in ``literals``
 
 
 _compiled_cache: dict[tuple[int, int], _Compiled] = {}
@@ -154,7 +165,7 @@ def compile_scanner(catalogue: Catalogue | None = None, rules: Rules | None = No
         rule_routes = {
             s: tuple(i for i, r in enumerate(rul.rules) if any(s in lit for lit in r.prefilter)) for s in minimal
         }
-        c = _Compiled(cat, rul, tuple(minimal), cat_routes, rule_routes)
+        c = _Compiled(cat, rul, tuple(minimal), cat_routes, rule_routes, {lit: i for i, lit in enumerate(minimal)})
         _compiled_cache[key] = c
     return c
 
@@ -193,6 +204,7 @@ class SourceScanner:
         self._seen: dict[tuple[str, ...], dict[str, list]] = {}
         self._seen_chars = 0
         self.seen_budget = SEEN_CHARS  # 0: remember nothing (every batch scanned and classified in full)
+        self._lit_split: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
     # ------------------------------------------------------------------ input
     def feed(self, lines: list[str] | list[bytes], first_lineno: int | None = None) -> list[Finding | Milestone]:
@@ -257,27 +269,48 @@ class SourceScanner:
         lits = self._lits
         seen = self._seen.get(lits)
         if seen is None:
-            seen = self._seen[lits] = {}
+            # a line that holds none of the full set holds none of a part of it
+            full = self._seen.get(self.c.literals) if lits != self.c.literals else None
+            seen = self._seen[lits] = dict.fromkeys((t for t, v in full.items() if v is _QUIET), _QUIET) \
+                if full else {}
         rows: range | list[int] = range(start, len(lines))
         known: list[tuple[int, list]] = []
+        placed: list[int] = []  # lines known to hold a latest-only literal
         if seen:
-            got = list(map(seen.get, lines[start:] if start else lines))  # C speed: most are _QUIET
-            busy = [k for k, v in enumerate(got) if v is not _QUIET]
+            got = list(map(seen.get, lines[start:] if start else lines))
+            # the lines not known to be quiet, at C speed (the others are most lines)
+            busy = list(compress(range(len(got)), map(is_not, got, repeat(_QUIET))))
             left = [start + k for k in busy if got[k] is None]
             known = [(start + k, got[k]) for k in busy if got[k] is not None]
             if len(left) < len(rows):
                 rows = left
+            placed = [i for i, v in known if v[1] is _PLACED]
         if isinstance(rows, range):
             body, pos = text, (len("\n".join(lines[:start])) + 1 if start else 0)
         else:
             body, pos = "\n".join([lines[i] for i in rows]), 0
-        found, noisy = _hits(body, pos, lits) if rows else ([], [])
-        cands = [(rows[k], hit, None) for k, hit in found]
-        self._remember(seen, lines, rows, cands, noisy, len(body) - pos)
+        lits_any, lits_latest = self._split_lits(lits)
+        found, _ = _hits(body, pos, lits_any) if rows else ([], [])
+        held = {rows[k]: hit for k, hit in found}  # line -> the literals it holds (not latest-only)
+        # latest-only literals: which lines count depends on the lines after them in the batch, so
+        # they are looked for in every line that may hold one, remembered or not
+        lrows = sorted([*rows, *placed]) if placed else rows
+        lbody = body if not placed else "\n".join([lines[i] for i in lrows])
+        lfound, lnoisy = _hits(lbody, pos if not placed else 0, lits_latest) if lits_latest and lrows else ([], [])
+        latest = {lrows[k]: hit for k, hit in lfound}
+        placed_now = {*latest, *(lrows[k] for k in lnoisy)}
+        if placed:  # only the lines scanned in full are noted anew
+            placed_now.difference_update(placed)
+        self._remember(seen, lines, rows, held, placed_now, len(body) - pos)
+        for i, v in known:
+            if v[1] is _PLACED and v[0]:
+                held[i] = v[0]
+        cands = [(i, _merge(held.get(i), latest.get(i), self.c.order), None) for i in sorted({*held, *latest})]
+        known = [(i, v) for i, v in known if v[1] is not _PLACED]
         if known:
             cands = sorted(cands + [(i, v[0], v) for i, v in known], key=lambda c: c[0])
         skip_to = start
-        raised = self._raised
+        raised, ms = self._raised, self.milestones
         for i, hit, memo in cands:
             if i < skip_to:
                 continue
@@ -285,35 +318,44 @@ class SourceScanner:
                 verdict = memo[1]
                 if verdict is _UNKNOWN:
                     verdict = memo[1] = self._verdict(lines[i], hit)
-                if verdict is not _BUSY and (verdict is None or (verdict.id, "") in raised) \
-                        and self.milestones.generation == self._lits_gen:
-                    continue  # a repeat that would raise nothing new and move nothing
+                if verdict is not _BUSY and self.milestones.generation == self._lits_gen:
+                    entry, effects = verdict if isinstance(verdict, tuple) else (verdict, None)
+                    if (entry is None or (entry.id, "") in raised) and not (effects and ms.changes(effects)):
+                        continue  # a repeat that would raise nothing new and move nothing
             skip_to = self._line(lines, i, base, out, hit) + 1
 
     def _remember(self, seen: dict[str, list], lines: list[str], rows: range | list[int],
-                  cands: list[tuple[int, list[str], None]], noisy: list[int], chars: int) -> None:
-        """Note what the scanned lines hold (within a bound on the characters kept).  A line with
-        a latest-only literal is never noted: whether it is a candidate depends on where it is."""
+                  held: dict[int, list[str]], placed: set[int], chars: int) -> None:
+        """Note what the scanned lines hold (within a bound on the characters kept): nothing, the
+        literals (``held``), or (``placed``) that it holds a latest-only literal, whose lines are
+        looked at again each time: whether they count depends on where they are."""
         before = len(seen)
         seen.update(dict.fromkeys(lines[rows.start:] if isinstance(rows, range) else map(lines.__getitem__, rows),
                                   _QUIET))
-        for i, hit, _ in cands:
-            if any(lit in _LATEST_ONLY for lit in hit):
-                seen.pop(lines[i], None)
-            else:
-                seen[lines[i]] = [hit, _UNKNOWN]
-        for k in noisy:
-            seen.pop(lines[rows[k]], None)
+        for i, hit in held.items():
+            seen[lines[i]] = [hit, _PLACED if i in placed else _UNKNOWN]
+        for i in placed:
+            if i not in held:
+                seen[lines[i]] = [[], _PLACED]
         self._seen_chars += (len(seen) - before) * (chars // max(1, len(rows)) + 1)
         if self._seen_chars > self.seen_budget:
             self._seen.clear()
             self._seen_chars = 0
 
-    def _verdict(self, raw: str, hits: list[str]) -> Entry | None | object:
-        """What classifying this line can do: ``_BUSY`` when it can move any state (a traceback,
-        an exception line, NCCL or watchdog lines, ACTIVE OPS, a milestone or phase rule that
-        matches), else the catalogue entry it would raise (None: nothing).  Mirrors ``_line`` and
-        ``_classify``; only ever asked for lines that are repeats."""
+    def _split_lits(self, lits: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(the literals any line holding counts, the latest-only ones), cached per literal set."""
+        got = self._lit_split.get(lits)
+        if got is None:
+            got = self._lit_split[lits] = (tuple(x for x in lits if x not in _LATEST_ONLY),
+                                           tuple(x for x in lits if x in _LATEST_ONLY))
+        return got
+
+    def _verdict(self, raw: str, hits: list[str]) -> Entry | None | tuple | object:
+        """What classifying this line can do: ``_BUSY`` when it can move state other than
+        milestones (a traceback, an exception line, NCCL or watchdog lines, ACTIVE OPS), else the
+        catalogue entry it would raise (None: nothing), paired with the milestone rules it matches
+        (``MilestoneTracker.effects``) when there are any.  Mirrors ``_line`` and ``_classify``;
+        only ever asked for lines that are repeats."""
         line = lineprefix.clean(raw)
         body = lineprefix.split(line)[1]
         if TB_START in body:
@@ -327,12 +369,10 @@ class SourceScanner:
         if ("NCCL" in line and parse_nccl_line(line) is not None) or body.strip() == "ACTIVE OPS" \
                 or ("ork" in line and parse_watchdog_line(line) is not None):
             return _BUSY
-        rules, routes = self.c.rules.rules, self.c.rule_routes
-        for ix in {ix for h in hits for ix in routes[h]}:
-            r = rules[ix]
-            if any(lit in line for lit in r.prefilter) and r.pattern.search(line):
-                return _BUSY
-        return entry
+        routes = self.c.rule_routes
+        idxs = routes[hits[0]] if len(hits) == 1 else sorted({i for h in hits for i in routes[h]})
+        effects = self.milestones.effects(line, idxs) if idxs else []
+        return (entry, effects) if effects else entry
 
     # ------------------------------------------------------------------ one candidate line
     def _line(self, lines: list[str], idx: int, base: int, out: list, hits: list[str] | None = None) -> int:
