@@ -63,7 +63,8 @@ def _grep(pattern_file: str, path: Path) -> float | None:
     cmd = ["grep", "-E", "-c", "-f", pattern_file, str(path)]
     if subprocess.run(cmd, capture_output=True, check=False).returncode not in (0, 1):
         return None  # grep refused the translated patterns
-    return statistics.median(_timed(lambda: subprocess.run(cmd, stdout=subprocess.DEVNULL, check=False))
+    return statistics.median(_timed(lambda: subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                                           check=False))
                              for _ in range(RUNS))
 
 

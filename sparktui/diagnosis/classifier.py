@@ -321,6 +321,8 @@ class SourceScanner:
                 if verdict is not _BUSY and self.milestones.generation == self._lits_gen:
                     entry, effects = verdict if isinstance(verdict, tuple) else (verdict, None)
                     if (entry is None or (entry.id, "") in raised) and not (effects and ms.changes(effects)):
+                        if not effects:  # inert for good (what is raised stays raised): quiet from now on
+                            seen[lines[i]] = _QUIET
                         continue  # a repeat that would raise nothing new and move nothing
             skip_to = self._line(lines, i, base, out, hit) + 1
 
