@@ -290,8 +290,7 @@ class SourceScanner:
         else:
             body, pos = "\n".join([lines[i] for i in rows]), 0
         lits_any, lits_latest = self._split_lits(lits)
-        found, _ = _hits(body, pos, lits_any) if rows else ([], [])
-        held = {rows[k]: hit for k, hit in found}  # line -> the literals it holds (not latest-only)
+        held = self._held(lines, rows, body, pos, lits_any)  # line -> the literals it holds (not latest-only)
         # latest-only literals: which lines count depends on the lines after them in the batch, so
         # they are looked for in every line that may hold one, remembered or not
         lrows = sorted([*rows, *placed]) if placed else rows
@@ -325,6 +324,20 @@ class SourceScanner:
                             seen[lines[i]] = _QUIET
                         continue  # a repeat that would raise nothing new and move nothing
             skip_to = self._line(lines, i, base, out, hit) + 1
+
+    @staticmethod
+    def _held(lines: list[str], rows: range | list[int], body: str, pos: int,
+              lits: tuple[str, ...]) -> dict[int, list[str]]:
+        """The rows that hold any of ``lits`` (none latest-only), with the ones each holds.  A batch
+        made mostly of repeats (a flood) is scanned one distinct line at a time."""
+        if not rows:
+            return {}
+        texts = lines[rows.start:] if isinstance(rows, range) else [lines[i] for i in rows]
+        distinct = list(dict.fromkeys(texts))
+        if len(distinct) * 2 > len(texts):
+            return {rows[k]: hit for k, hit in _hits(body, pos, lits)[0]}
+        holds = {distinct[k]: hit for k, hit in _hits("\n".join(distinct), 0, lits)[0]}
+        return {i: holds[t] for i, t in zip(rows, texts) if t in holds} if holds else {}
 
     def _remember(self, seen: dict[str, list], lines: list[str], rows: range | list[int],
                   held: dict[int, list[str]], placed: set[int], chars: int) -> None:
