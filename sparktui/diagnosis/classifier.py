@@ -22,6 +22,7 @@ from collections import deque
 from itertools import compress, repeat
 from operator import is_not
 from dataclasses import dataclass
+from typing import Sequence
 
 from ..logs.sanitize import clean_line
 from ..model import Finding, Milestone
@@ -64,7 +65,8 @@ _UMBRELLAS = ("onnect", " GCS", "mory", "rror", "fail", "ddress", "enqueued", " 
 _LATEST_ONLY = {"opCount": 16, "% Completed |": 4}
 
 # markers of SourceScanner._seen / _verdict
-_QUIET: list = []  # a line that holds no literal
+# (memo values are tuples and these plain objects: nothing the garbage collector has to walk)
+_QUIET = object()  # a line that holds no literal
 _UNKNOWN = object()  # verdict not worked out yet
 _PLACED = object()  # the line holds a latest-only literal: scanned for those each time, never skipped
 _BUSY = object()  # classifying the line can move state
@@ -75,11 +77,11 @@ def _ev(text: str) -> str:
     return text if len(text) <= MAX_EVIDENCE_CHARS else text[: MAX_EVIDENCE_CHARS - 1] + "…"
 
 
-def _merge(a: list[str] | None, b: list[str] | None, order: dict[str, int]) -> list[str]:
+def _merge(a: Sequence[str] | None, b: Sequence[str] | None, order: dict[str, int]) -> Sequence[str]:
     """Two lists of literals of one line as one, in scan order (the order routing sees them)."""
     if not a or not b:
-        return a or b or []
-    return sorted(a + b, key=order.__getitem__)
+        return a or b or ()
+    return sorted([*a, *b], key=order.__getitem__)
 
 
 def _hits(text: str, pos: int, lits: tuple[str, ...]) -> tuple[list[tuple[int, list[str]]], list[int]]:
@@ -200,8 +202,8 @@ class SourceScanner:
         self._lits = self.c.literals  # shrinks when one-shot milestones are reached
         self._lits_gen = 0
         self._bare_exc: tuple[int, str, str, str] | None = None  # last exception line outside a traceback
-        # literal set -> line text seen -> _QUIET (holds none of it) or [its hits, _verdict or _UNKNOWN]
-        self._seen: dict[tuple[str, ...], dict[str, list]] = {}
+        # literal set -> line text seen -> _QUIET (holds none of it) or (its hits, _verdict or _UNKNOWN)
+        self._seen: dict[tuple[str, ...], dict[str, object]] = {}
         self._seen_chars = 0
         self.seen_budget = SEEN_CHARS  # 0: remember nothing (every batch scanned and classified in full)
         self._lit_split: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
@@ -274,7 +276,7 @@ class SourceScanner:
             seen = self._seen[lits] = dict.fromkeys((t for t, v in full.items() if v is _QUIET), _QUIET) \
                 if full else {}
         rows: range | list[int] = range(start, len(lines))
-        known: list[tuple[int, list]] = []
+        known: list[tuple[int, tuple]] = []
         placed: list[int] = []  # lines known to hold a latest-only literal
         if seen:
             got = list(map(seen.get, lines[start:] if start else lines))
@@ -316,7 +318,8 @@ class SourceScanner:
             if memo is not None:
                 verdict = memo[1]
                 if verdict is _UNKNOWN:
-                    verdict = memo[1] = self._verdict(lines[i], hit)
+                    verdict = self._verdict(lines[i], hit)
+                    seen[lines[i]] = (hit, verdict)
                 if verdict is not _BUSY and self.milestones.generation == self._lits_gen:
                     entry, effects = verdict if isinstance(verdict, tuple) else (verdict, None)
                     if (entry is None or (entry.id, "") in raised) and not (effects and ms.changes(effects)):
@@ -339,7 +342,7 @@ class SourceScanner:
         holds = {distinct[k]: hit for k, hit in _hits("\n".join(distinct), 0, lits)[0]}
         return {i: holds[t] for i, t in zip(rows, texts) if t in holds} if holds else {}
 
-    def _remember(self, seen: dict[str, list], lines: list[str], rows: range | list[int],
+    def _remember(self, seen: dict[str, object], lines: list[str], rows: range | list[int],
                   held: dict[int, list[str]], placed: set[int], chars: int) -> None:
         """Note what the scanned lines hold (within a bound on the characters kept): nothing, the
         literals (``held``), or (``placed``) that it holds a latest-only literal, whose lines are
@@ -348,10 +351,10 @@ class SourceScanner:
         seen.update(dict.fromkeys(lines[rows.start:] if isinstance(rows, range) else map(lines.__getitem__, rows),
                                   _QUIET))
         for i, hit in held.items():
-            seen[lines[i]] = [hit, _PLACED if i in placed else _UNKNOWN]
+            seen[lines[i]] = (tuple(hit), _PLACED if i in placed else _UNKNOWN)
         for i in placed:
             if i not in held:
-                seen[lines[i]] = [[], _PLACED]
+                seen[lines[i]] = ((), _PLACED)
         self._seen_chars += (len(seen) - before) * (chars // max(1, len(rows)) + 1)
         if self._seen_chars > self.seen_budget:
             self._seen.clear()
