@@ -77,8 +77,7 @@ def _chunks(fh: IO[bytes], path: str, max_bytes: int = MAX_INPUT_BYTES,
                 _add(buf, _close(head, tail, cut))
                 head, tail, cut = b"", bytearray(), 0
                 if nl > first:
-                    for line in block[first + 1:nl].decode("utf-8", "replace").split("\n"):
-                        _add(buf, line if len(line) <= LINE_CAP else _cut_str(line))
+                    _add_block(buf, block[first + 1:nl].decode("utf-8", "replace"))
                 head, tail, cut = _grow(head, tail, cut, block[nl + 1:])
             if len(buf) >= CHUNK_LINES:
                 yield buf
@@ -97,6 +96,24 @@ def _chunks(fh: IO[bytes], path: str, max_bytes: int = MAX_INPUT_BYTES,
 
 
 _CR_PART = re.compile(r"[^\r]*\r|[^\r]+")
+
+
+def _add_block(buf: list[str], text: str) -> None:
+    """The whole lines of a decoded block, each as ``_add`` would take it, with as little per-line
+    Python as the block allows (none when no line holds a "\r" or is long enough to be cut)."""
+    lines = text.split("\n")
+    if max(map(len, lines)) > LINE_CAP:  # rare: cut first, then split at "\r", line by line
+        for line in lines:
+            _add(buf, line if len(line) <= LINE_CAP else _cut_str(line))
+    elif "\r" in text:  # _add inlined: a call per line would cost more than the rest together
+        append, extend, parts = buf.append, buf.extend, _CR_PART.findall
+        for line in lines:
+            if "\r" in line:
+                extend(parts(line) or [line])
+            else:
+                append(line)
+    else:
+        buf.extend(lines)
 
 
 def _add(buf: list[str], line: str) -> None:

@@ -4,6 +4,11 @@ Hot path (every line): the batch is joined once and searched with ``str.find`` f
 literals of the catalogue, the milestone rules and the NCCL tracker (a few C-speed scans per
 batch); only the lines holding a literal are cleaned, split and matched against regexes.  A
 line is cut at ``MAX_LINE`` characters first, so a 10 MB line costs no more than any other.
+Logs repeat themselves (an NCCL flood of 183k lines holds 4.8k distinct ones; access-log lines
+carry no timestamp): each scanner remembers, within ``SEEN_CHARS``, the lines it has seen and the
+literals they hold, so a repeat costs a dict lookup instead of a scan, and a repeat that cannot
+change anything (its finding already raised, no milestone, NCCL or traceback state) is not
+classified again.
 
 Python tracebacks (and the C++ ``frame #N`` blocks torch appends) are followed line by line by a
 ``TracebackTracker`` and give ONE finding, anchored on the final exception line, with the key lines
@@ -14,7 +19,10 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from itertools import compress, repeat
+from operator import is_not
 from dataclasses import dataclass
+from typing import Sequence
 
 from ..logs.sanitize import clean_line
 from ..model import Finding, Milestone
@@ -29,6 +37,7 @@ from .tracebacks import END, FOREIGN, TB_START, TracebackTracker
 
 MAX_LINE = 16_384  # characters of a line that are scanned (bounded work on a 10 MB line)
 MAX_EVIDENCE_CHARS = 400
+SEEN_CHARS = 2 << 20  # characters of seen lines (and what they hold) that a scanner remembers
 TAIL_LINES = 6
 
 # literals the NCCL tracker needs beyond the catalogue's
@@ -55,10 +64,74 @@ _UMBRELLAS = ("onnect", " GCS", "mory", "rror", "fail", "ddress", "enqueued", " 
 # where only the latest few of a batch matter: the highest opCount, the current shard count.
 _LATEST_ONLY = {"opCount": 16, "% Completed |": 4}
 
+# markers of SourceScanner._seen / _verdict
+# (memo values are tuples and these plain objects: nothing the garbage collector has to walk)
+_QUIET = object()  # a line that holds no literal
+_UNKNOWN = object()  # verdict not worked out yet
+_PLACED = object()  # the line holds a latest-only literal: scanned for those each time, never skipped
+_BUSY = object()  # classifying the line can move state
+
 
 def _ev(text: str) -> str:
     text = clean_line(text).strip()
     return text if len(text) <= MAX_EVIDENCE_CHARS else text[: MAX_EVIDENCE_CHARS - 1] + "…"
+
+
+def _merge(a: Sequence[str] | None, b: Sequence[str] | None, order: dict[str, int]) -> Sequence[str]:
+    """Two lists of literals of one line as one, in scan order (the order routing sees them)."""
+    if not a or not b:
+        return a or b or ()
+    return sorted([*a, *b], key=order.__getitem__)
+
+
+def _hits(text: str, pos: int, lits: tuple[str, ...]) -> tuple[list[tuple[int, list[str]]], list[int]]:
+    """The lines of ``text`` (from offset ``pos``, a line start) holding literals, as (line index
+    counted from ``pos``, the literals in ``lits`` order), in order; and the lines holding a
+    latest-only literal that are left out this time (they may be candidates another time)."""
+    find, rfind = text.find, text.rfind
+    starts: dict[int, list[str]] = {}
+    noisy: list[int] = []
+    for lit in lits:
+        keep = _LATEST_ONLY.get(lit)
+        if keep:  # scan backwards, stop after the last few
+            p = rfind(lit, pos)
+            while p != -1:
+                s = rfind("\n", 0, p) + 1
+                if keep:
+                    starts.setdefault(s, []).append(lit)
+                    keep -= 1
+                else:
+                    noisy.append(s)
+                p = rfind(lit, pos, s) if s > pos else -1
+            continue
+        p = find(lit, pos)
+        while p != -1:
+            s = rfind("\n", 0, p) + 1
+            hit = starts.get(s)
+            if hit is None:
+                starts[s] = [lit]
+            else:
+                hit.append(lit)
+            e = find("\n", p)
+            if e == -1:
+                break
+            p = find(lit, e)
+    if not starts and not noisy:
+        return [], []
+    count = text.count
+    out: list[tuple[int, list[str]]] = []
+    idx, at = 0, pos
+    for s in sorted(starts):
+        idx += count("\n", at, s)
+        at = s
+        out.append((idx, starts[s]))
+    left: list[int] = []
+    idx, at = 0, pos
+    for s in sorted(set(noisy)):
+        idx += count("\n", at, s)
+        at = s
+        left.append(idx)
+    return out, left
 
 
 @dataclass(frozen=True)
@@ -69,6 +142,7 @@ class _Compiled:
     # scan literal -> the catalogue (literal, entries) pairs and milestone rule indexes it stands for
     cat_routes: dict[str, tuple[tuple[str, tuple[Entry, ...]], ...]]
     rule_routes: dict[str, tuple[int, ...]]
+    order: dict[str, int]  # scan literal -> its place in ``literals``
 
 
 _compiled_cache: dict[tuple[int, int], _Compiled] = {}
@@ -93,7 +167,7 @@ def compile_scanner(catalogue: Catalogue | None = None, rules: Rules | None = No
         rule_routes = {
             s: tuple(i for i, r in enumerate(rul.rules) if any(s in lit for lit in r.prefilter)) for s in minimal
         }
-        c = _Compiled(cat, rul, tuple(minimal), cat_routes, rule_routes)
+        c = _Compiled(cat, rul, tuple(minimal), cat_routes, rule_routes, {lit: i for i, lit in enumerate(minimal)})
         _compiled_cache[key] = c
     return c
 
@@ -128,6 +202,11 @@ class SourceScanner:
         self._lits = self.c.literals  # shrinks when one-shot milestones are reached
         self._lits_gen = 0
         self._bare_exc: tuple[int, str, str, str] | None = None  # last exception line outside a traceback
+        # literal set -> line text seen -> _QUIET (holds none of it) or (its hits, _verdict or _UNKNOWN)
+        self._seen: dict[tuple[str, ...], dict[str, object]] = {}
+        self._seen_chars = 0
+        self.seen_budget = SEEN_CHARS  # 0: remember nothing (every batch scanned and classified in full)
+        self._lit_split: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
     # ------------------------------------------------------------------ input
     def feed(self, lines: list[str] | list[bytes], first_lineno: int | None = None) -> list[Finding | Milestone]:
@@ -186,43 +265,132 @@ class SourceScanner:
             p = text.rfind(" NCCL ", 0, text.rfind("\n", 0, p) + 1) if idx else -1
 
     def _scan(self, lines: list[str], text: str, start: int, base: int, out: list) -> None:
-        offset = 0
-        if start:
-            offset = len("\n".join(lines[:start])) + 1
-        find, rfind = text.find, text.rfind
-        starts: dict[int, list[str]] = {}
-        for lit in self._lits:
-            keep = _LATEST_ONLY.get(lit)
-            if keep:  # scan backwards, stop after the last few
-                p = rfind(lit, offset)
-                while p != -1 and keep:
-                    s = rfind("\n", 0, p) + 1
-                    starts.setdefault(s, []).append(lit)
-                    keep -= 1
-                    p = rfind(lit, offset, s) if s > offset else -1
+        """Classify the lines of the batch (from ``start``) that hold a scan literal.  Lines seen
+        before (floods and serving logs repeat the same lines) are not scanned again: what they
+        hold is remembered, and a repeat that can change nothing (``_verdict``) is not classified."""
+        lits = self._lits
+        seen = self._seen.get(lits)
+        if seen is None:
+            # a line that holds none of the full set holds none of a part of it
+            full = self._seen.get(self.c.literals) if lits != self.c.literals else None
+            seen = self._seen[lits] = dict.fromkeys((t for t, v in full.items() if v is _QUIET), _QUIET) \
+                if full else {}
+        rows: range | list[int] = range(start, len(lines))
+        known: list[tuple[int, tuple]] = []
+        placed: list[int] = []  # lines known to hold a latest-only literal
+        if seen:
+            got = list(map(seen.get, lines[start:] if start else lines))
+            # the lines not known to be quiet, at C speed (the others are most lines)
+            busy = list(compress(range(len(got)), map(is_not, got, repeat(_QUIET))))
+            left = [start + k for k in busy if got[k] is None]
+            known = [(start + k, got[k]) for k in busy if got[k] is not None]
+            if len(left) < len(rows):
+                rows = left
+            placed = [i for i, v in known if v[1] is _PLACED]
+        if isinstance(rows, range):
+            body, pos = text, (len("\n".join(lines[:start])) + 1 if start else 0)
+        else:
+            body, pos = "\n".join([lines[i] for i in rows]), 0
+        lits_any, lits_latest = self._split_lits(lits)
+        held = self._held(lines, rows, body, pos, lits_any)  # line -> the literals it holds (not latest-only)
+        # latest-only literals: which lines count depends on the lines after them in the batch, so
+        # they are looked for in every line that may hold one, remembered or not
+        lrows = sorted([*rows, *placed]) if placed else rows
+        lbody = body if not placed else "\n".join([lines[i] for i in lrows])
+        lfound, lnoisy = _hits(lbody, pos if not placed else 0, lits_latest) if lits_latest and lrows else ([], [])
+        latest = {lrows[k]: hit for k, hit in lfound}
+        placed_now = {*latest, *(lrows[k] for k in lnoisy)}
+        if placed:  # only the lines scanned in full are noted anew
+            placed_now.difference_update(placed)
+        self._remember(seen, lines, rows, held, placed_now, len(body) - pos)
+        for i, v in known:
+            if v[1] is _PLACED and v[0]:
+                held[i] = v[0]
+        cands = [(i, _merge(held.get(i), latest.get(i), self.c.order), None) for i in sorted({*held, *latest})]
+        known = [(i, v) for i, v in known if v[1] is not _PLACED]
+        if known:
+            cands = sorted(cands + [(i, v[0], v) for i, v in known], key=lambda c: c[0])
+        skip_to = start
+        raised, ms = self._raised, self.milestones
+        for i, hit, memo in cands:
+            if i < skip_to:
                 continue
-            p = find(lit, offset)
-            while p != -1:
-                s = rfind("\n", 0, p) + 1
-                hit = starts.get(s)
-                if hit is None:
-                    starts[s] = [lit]
-                else:
-                    hit.append(lit)
-                e = find("\n", p)
-                if e == -1:
-                    break
-                p = find(lit, e)
-        if not starts:
-            return
-        idx, pos, skip_to = start, offset, start
-        count = text.count
-        for s in sorted(starts):
-            idx += count("\n", pos, s)
-            pos = s
-            if idx < skip_to:
-                continue
-            skip_to = self._line(lines, idx, base, out, starts[s]) + 1
+            if memo is not None:
+                verdict = memo[1]
+                if verdict is _UNKNOWN:
+                    verdict = self._verdict(lines[i], hit)
+                    seen[lines[i]] = (hit, verdict)
+                if verdict is not _BUSY and self.milestones.generation == self._lits_gen:
+                    entry, effects = verdict if isinstance(verdict, tuple) else (verdict, None)
+                    if (entry is None or (entry.id, "") in raised) and not (effects and ms.changes(effects)):
+                        if not effects:  # inert for good (what is raised stays raised): quiet from now on
+                            seen[lines[i]] = _QUIET
+                        continue  # a repeat that would raise nothing new and move nothing
+            skip_to = self._line(lines, i, base, out, hit) + 1
+
+    @staticmethod
+    def _held(lines: list[str], rows: range | list[int], body: str, pos: int,
+              lits: tuple[str, ...]) -> dict[int, list[str]]:
+        """The rows that hold any of ``lits`` (none latest-only), with the ones each holds.  A batch
+        made mostly of repeats (a flood) is scanned one distinct line at a time."""
+        if not rows:
+            return {}
+        texts = lines[rows.start:] if isinstance(rows, range) else [lines[i] for i in rows]
+        distinct = list(dict.fromkeys(texts))
+        if len(distinct) * 2 > len(texts):
+            return {rows[k]: hit for k, hit in _hits(body, pos, lits)[0]}
+        holds = {distinct[k]: hit for k, hit in _hits("\n".join(distinct), 0, lits)[0]}
+        return {i: holds[t] for i, t in zip(rows, texts) if t in holds} if holds else {}
+
+    def _remember(self, seen: dict[str, object], lines: list[str], rows: range | list[int],
+                  held: dict[int, list[str]], placed: set[int], chars: int) -> None:
+        """Note what the scanned lines hold (within a bound on the characters kept): nothing, the
+        literals (``held``), or (``placed``) that it holds a latest-only literal, whose lines are
+        looked at again each time: whether they count depends on where they are."""
+        before = len(seen)
+        seen.update(dict.fromkeys(lines[rows.start:] if isinstance(rows, range) else map(lines.__getitem__, rows),
+                                  _QUIET))
+        for i, hit in held.items():
+            seen[lines[i]] = (tuple(hit), _PLACED if i in placed else _UNKNOWN)
+        for i in placed:
+            if i not in held:
+                seen[lines[i]] = ((), _PLACED)
+        self._seen_chars += (len(seen) - before) * (chars // max(1, len(rows)) + 1)
+        if self._seen_chars > self.seen_budget:
+            self._seen.clear()
+            self._seen_chars = 0
+
+    def _split_lits(self, lits: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(the literals any line holding counts, the latest-only ones), cached per literal set."""
+        got = self._lit_split.get(lits)
+        if got is None:
+            got = self._lit_split[lits] = (tuple(x for x in lits if x not in _LATEST_ONLY),
+                                           tuple(x for x in lits if x in _LATEST_ONLY))
+        return got
+
+    def _verdict(self, raw: str, hits: list[str]) -> Entry | None | tuple | object:
+        """What classifying this line can do: ``_BUSY`` when it can move state other than
+        milestones (a traceback, an exception line, NCCL or watchdog lines, ACTIVE OPS), else the
+        catalogue entry it would raise (None: nothing), paired with the milestone rules it matches
+        (``MilestoneTracker.effects``) when there are any.  Mirrors ``_line`` and ``_classify``;
+        only ever asked for lines that are repeats."""
+        line = lineprefix.clean(raw)
+        body = lineprefix.split(line)[1]
+        if TB_START in body:
+            return _BUSY
+        if body.startswith(("frame #", "Exception raised from ")):
+            return None
+        entry = self._match(line, hits)
+        if entry is None and ("rror" in body or "Exception" in body or "what():" in body) \
+                and parse_exception(body) is not None:
+            return _BUSY
+        if ("NCCL" in line and parse_nccl_line(line) is not None) or body.strip() == "ACTIVE OPS" \
+                or ("ork" in line and parse_watchdog_line(line) is not None):
+            return _BUSY
+        routes = self.c.rule_routes
+        idxs = routes[hits[0]] if len(hits) == 1 else sorted({i for h in hits for i in routes[h]})
+        effects = self.milestones.effects(line, idxs) if idxs else []
+        return (entry, effects) if effects else entry
 
     # ------------------------------------------------------------------ one candidate line
     def _line(self, lines: list[str], idx: int, base: int, out: list, hits: list[str] | None = None) -> int:

@@ -120,6 +120,19 @@ def _fmt(template: str, groups: dict[str, str | None]) -> str:
     return template.format_map({k: (v or "") for k, v in groups.items()}).strip(" ,")
 
 
+def _values(rule: Rule, groups: dict[str, str | None]) -> tuple[str, dict[str, str], float | None]:
+    """(text part, detail, progress) that a match of ``rule`` notes."""
+    progress = None
+    if len(rule.progress) == 2:
+        done, total = (groups.get(n) for n in rule.progress)
+        if done and total and int(total) > 0:
+            progress = min(1.0, int(done) / int(total))
+    elif len(rule.progress) == 1 and groups.get(rule.progress[0]):
+        progress = min(1.0, float(groups[rule.progress[0]]) / 100.0)
+    detail = {n: groups[n] for n in rule.detail if groups.get(n)}
+    return _fmt(rule.text, groups), detail, progress
+
+
 class MilestoneTracker:
     def __init__(self, node: str = "", source: str = "", rules: Rules | None = None) -> None:
         self.node = node
@@ -147,6 +160,12 @@ class MilestoneTracker:
     def match(self, line: str, lineno: int, only: Iterable[int] | None = None) -> list[Milestone]:
         """Milestones advanced by one line; ``only``: the rule indexes worth trying (the caller's
         prefilter already knows which)."""
+        return self.apply(self.effects(line, only), line, lineno)
+
+    def effects(self, line: str, only: Iterable[int] | None = None) -> list[tuple[int, Rule, tuple]]:
+        """The rules a line matches, each with what its last match (progress bars redraw in place)
+        notes: (text part, detail, progress).  Pure: a caller may keep them for a line that comes
+        again."""
         out = []
         rules = self.rules.rules
         for idx in (range(len(rules)) if only is None else only):
@@ -154,10 +173,32 @@ class MilestoneTracker:
             if not any(lit in line for lit in rule.prefilter):
                 continue
             m = None
-            for m in rule.pattern.finditer(line):  # the last match: progress bars redraw in place
+            for m in rule.pattern.finditer(line):
                 pass
-            if m is None:
-                continue
+            if m is not None:
+                out.append((idx, rule, _values(rule, m.groupdict()) if rule.kind == "milestone" else ()))
+        return out
+
+    def changes(self, effects: list[tuple[int, Rule, tuple]]) -> bool:
+        """Whether ``apply(effects)`` would change anything now (False: every milestone it would
+        note says exactly what it already says; phases and restarts always count as a change)."""
+        for idx, rule, values in effects:
+            if rule.kind != "milestone" or rule.id == "container_started":
+                return True
+            part, detail, progress = values
+            parts = self._parts.get(rule.id)
+            if parts is None or (part and parts.get(idx) != part):
+                return True
+            det = self._detail.get(rule.id, {})
+            if any(det.get(k) != v for k, v in detail.items()):
+                return True
+            if progress is not None and self.progress.get(rule.id) != progress:
+                return True
+        return False
+
+    def apply(self, effects: list[tuple[int, Rule, tuple]], line: str, lineno: int) -> list[Milestone]:
+        out = []
+        for idx, rule, values in effects:
             if rule.kind != "milestone":
                 if rule.kind == "phase_start":
                     self.phases[rule.id] = (lineno, rule.text)
@@ -170,16 +211,8 @@ class MilestoneTracker:
                 continue
             if rule.id == "container_started" and self.reached:
                 self.reset()  # the process started again in the same log: a new run
-            groups = m.groupdict()
-            progress = None
-            if len(rule.progress) == 2:
-                done, total = (groups.get(n) for n in rule.progress)
-                if done and total and int(total) > 0:
-                    progress = min(1.0, int(done) / int(total))
-            elif len(rule.progress) == 1 and groups.get(rule.progress[0]):
-                progress = min(1.0, float(groups[rule.progress[0]]) / 100.0)
-            detail = {n: groups[n] for n in rule.detail if groups.get(n)}
-            ms = self.note(rule.id, _fmt(rule.text, groups), detail, lineno, progress, part_key=idx)
+            part, detail, progress = values
+            ms = self.note(rule.id, part, detail, lineno, progress, part_key=idx)
             if ms is not None:
                 out.append(ms)
         return out
