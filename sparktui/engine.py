@@ -30,7 +30,7 @@ from typing import Callable, Iterable, Protocol, Sequence
 
 from .config import Config
 from .engine_offload import AnalysisWorker
-from .engine_worker import pack_lines
+from .engine_worker import feed_all, pack_lines, record_safely
 from .logs.store import LogStore
 from .model import Event, LogBatch, LogGap, LogLine
 from .sources import EventSource
@@ -168,14 +168,7 @@ class Engine:
             unsaved = self._record(ev)
             if unsaved:
                 self._gap(ev.node, ev.source, unsaved=unsaved)  # type: ignore[union-attr]
-            for p in self.processors:
-                try:
-                    derived = p.feed(ev)
-                except Exception:  # a broken rule must not stop the stream
-                    log.exception("processor %r failed", p)
-                    continue
-                if derived:
-                    queue.extend(derived)
+            queue.extend(feed_all(self.processors, ev))
         if self.session is not None and self.worker is None:
             self.session.flush()
         for fn in list(self._subscribers):
@@ -189,13 +182,7 @@ class Engine:
         if self.worker is not None and self.worker.alive:
             self.worker.send(ev)  # processors ignore what is not theirs; the worker records it
             return 0
-        if self.session is None:
-            return 0
-        try:
-            return self.session.record(ev) or 0
-        except OSError as exc:  # a full disk must not stop the screen
-            log.warning("session write failed: %s", exc)
-            return 0
+        return record_safely(self.session, ev)
 
     # work per drain, in lines: small enough that a key press waits at most a few ms behind it
     DRAIN_BUDGET = 2000

@@ -106,6 +106,29 @@ def load_factory(path: str) -> Callable[[], list]:
     return getattr(importlib.import_module(module), attr)
 
 
+def record_safely(session: Any, ev: Event) -> int:
+    """``session.record(ev)``, where a full disk is a warning, never the end of the stream; the
+    number of lines the session file did not take."""
+    if session is None:
+        return 0
+    try:
+        return session.record(ev) or 0
+    except OSError as exc:
+        log.warning("session write failed: %s", exc)
+        return 0
+
+
+def feed_all(processors: list, ev: Event) -> list[Event]:
+    """What the processors derive from ``ev``; a broken rule is logged and must not stop the stream."""
+    out: list[Event] = []
+    for p in processors:
+        try:
+            out.extend(p.feed(ev) or ())
+        except Exception:
+            log.exception("processor %r failed", p)
+    return out
+
+
 class Analysis:
     """What the worker does with each item: the session file, then the processors (their derived
     events are fed back to them and recorded, as the in-process engine does)."""
@@ -114,34 +137,18 @@ class Analysis:
         self.session = session
         self.processors = processors
 
-    def _record(self, ev: Event) -> int:
-        if self.session is None:
-            return 0
-        try:
-            return self.session.record(ev) or 0
-        except OSError as exc:  # a full disk must not stop the analysis
-            log.warning("session write failed: %s", exc)
-            return 0
-
     def handle(self, ev: Event, *, skip: bool = False) -> tuple[list[Event], int]:
         """(derived events, lines the session file did not take)."""
-        unsaved = self._record(ev)
+        unsaved = record_safely(self.session, ev)
         if skip:
             return [], unsaved
         derived: list[Event] = []
         queue = [ev]
         while queue:
-            cur = queue.pop(0)
-            for p in self.processors:
-                try:
-                    got = p.feed(cur)
-                except Exception:  # a broken rule must not stop the stream
-                    log.exception("processor %r failed", p)
-                    continue
-                for d in got or ():
-                    self._record(d)
-                    derived.append(d)
-                    queue.append(d)
+            for d in feed_all(self.processors, queue.pop(0)):
+                record_safely(self.session, d)
+                derived.append(d)
+                queue.append(d)
         return derived, unsaved
 
     def tick(self, now: float) -> list[Event]:
@@ -154,7 +161,7 @@ class Analysis:
                     log.exception("tick of %r failed", p)
                     continue
                 for d in got:
-                    self._record(d)
+                    record_safely(self.session, d)
                     out.append(d)
         return out
 

@@ -7,7 +7,7 @@ slices for the viewport only (virtualised rendering).
 A line's number is its ``LogLine.seq``: the follower numbers a source's lines once, so a finding's
 line, the row the view marks for it and the line of the session file are the same number.  Lines
 can be missing from the store (skipped under a flood, see ``engine``), so positions and numbers
-differ by the gaps: ``seq_at`` and ``position_of`` convert.
+differ by the gaps: ``position_of`` converts (``seqs`` holds each kept line's number).
 
 The engine's worker appends while the UI reads: a lock per series keeps a read from seeing a trim
 half done (the appended texts are prepared before the lock is taken).
@@ -80,22 +80,18 @@ class LogSeries:
             self.unsaved += unsaved
             self.version += 1
 
+    def _at(self, column: list | array, pos: int):
+        with self.lock:  # base and the column read together: a trim cannot fall in between
+            i = pos - self.base
+            return column[i] if 0 <= i < len(column) else None
+
     def get(self, pos: int) -> str | None:
         """Text at position ``pos``, or None if trimmed/not yet there."""
-        with self.lock:
-            i = pos - self.base
-            return self.texts[i] if 0 <= i < len(self.texts) else None
+        return self._at(self.texts, pos)
 
     def stamp(self, pos: int) -> float | None:
-        with self.lock:
-            i = pos - self.base
-            return self.stamps[i] if 0 <= i < len(self.stamps) else None
+        return self._at(self.stamps, pos)
 
-    def seq_at(self, pos: int) -> int | None:
-        """The line number (LogLine.seq) at position ``pos``."""
-        with self.lock:
-            i = pos - self.base
-            return self.seqs[i] if 0 <= i < len(self.seqs) else None
 
     def position_of(self, seq: int) -> int | None:
         """The position of line number ``seq``, or None when it is not held (trimmed or skipped)."""
