@@ -19,6 +19,7 @@ Run as ``python -m sparktui.engine_worker``: stdin and stdout carry the frames, 
 from __future__ import annotations
 
 import importlib
+import io
 import logging
 import pickle
 import struct
@@ -30,6 +31,21 @@ from .model import Event, LogBatch, LogLine
 
 log = logging.getLogger(__name__)
 _LEN = struct.Struct(">I")
+
+
+class _ModelOnly(pickle.Unpickler):
+    """The frames carry events (sparktui.model) and plain data, nothing else: any other class is
+    refused, so a frame can never build an object that runs code (the log text inside is from
+    strangers; the frames themselves come only from this program's two processes)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "sparktui.model":
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refused in an engine frame: {module}.{name}")
+
+
+def loads(data: bytes) -> Any:
+    return _ModelOnly(io.BytesIO(data)).load()
 
 
 def write_frame(fh: IO[bytes], msg: Any) -> None:
@@ -47,7 +63,7 @@ def read_frame(fh: IO[bytes]) -> Any:  # the screen's side: a blocking read in i
     data = fh.read(n)
     if len(data) < n:
         return None
-    return pickle.loads(data)
+    return loads(data)
 
 
 class FrameReader:
@@ -68,7 +84,7 @@ class FrameReader:
             return None
         data = bytes(self.buf[4:4 + n])
         del self.buf[:4 + n]
-        return pickle.loads(data)
+        return loads(data)
 
     def next(self, timeout: float) -> Any:
         """A message; None when none came within ``timeout``; ``EOF`` at the end."""

@@ -76,3 +76,42 @@ async def test_a_worker_that_dies_is_replaced_by_analysis_here(tmp_path):
     finally:
         await eng.stop()
     assert session.log_path(NODE, SRC).read_text().splitlines()[-2:] == ["INFO b", OOM]
+
+
+async def test_every_kind_of_event_the_demo_makes_crosses_to_the_worker_and_is_recorded(tmp_path):
+    """The frames refuse every class outside sparktui.model: the demo's whole event mix (samples,
+    containers, logs, milestones, findings) must still cross, and the worker must stay up."""
+    from sparktui.sim import SimCluster
+
+    events = SimCluster(demo_config(), "nccl-hang", 1.0).events_until(400)
+    session = Session.create("t", root=tmp_path)
+    eng = Engine(demo_config(), session=session, processor_factory=FACTORY, offload=True)
+    await eng.start()
+    try:
+        for ev in events:
+            eng.emit(ev)
+        await _until(eng, lambda: not eng._pending and eng.worker is not None and eng.worker.backlog == 0
+                     and any(f.id == "nccl_init_hang" or "hang" in f.id for f in eng.state.findings),
+                     "the demo's hang found by the worker")
+        assert eng.worker is not None and eng.worker.alive
+    finally:
+        await eng.stop()
+    kinds = {json.loads(line)["type"] for line in (session.path / "events.jsonl").read_text().splitlines()}
+    sent = {type(e).__name__ for e in events if type(e).__name__ not in ("LogBatch", "LogLine")}
+    assert sent <= kinds and "FindingRaised" in kinds
+    assert not (session.path / "worker.log").read_text().strip()  # nothing refused, nothing crashed
+
+
+def test_a_frame_builds_model_objects_and_plain_data_only():
+    import pickle
+    from pathlib import PurePosixPath
+
+    import pytest
+
+    from sparktui.engine_worker import loads
+
+    batch = _batch(1, ["a", OOM])
+    assert loads(pickle.dumps(("ev", [batch, {"x": (1, 2.0, None)}]))) == ("ev", [batch, {"x": (1, 2.0, None)}])
+    for other in (PurePosixPath("/etc/passwd"), os.system):
+        with pytest.raises(pickle.UnpicklingError, match="refused in an engine frame"):
+            loads(pickle.dumps(other))
