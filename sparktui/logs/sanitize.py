@@ -39,6 +39,8 @@ def clean_line(text: str | bytes) -> str:
     """One displayable line: escapes removed, CR dropped, other controls shown as symbols."""
     if isinstance(text, bytes):
         text = decode(text)
+    if text.isprintable():  # the common case, at C speed: no escape, no control, nothing to change
+        return text
     text = strip_ansi(text)
     if _CTRL_RE.search(text):
         text = text.translate(_CTRL_MAP)
