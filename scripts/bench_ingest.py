@@ -98,6 +98,9 @@ async def _keys_once(texts: list[str], state: str) -> list[float]:
         self.app.call_after_refresh(lambda: marks.setdefault("painted", time.perf_counter()))
 
     MainScreen.action_toggle_timestamps = timed
+    import gc
+
+    gc.collect()  # the app before this one is garbage: collect it now, as a fresh process would not carry it
     cfg = demo_config()
     sim = SimCluster(cfg, "healthy", 1.0)
     engine = make_engine(cfg, [], "bench", offload=True)  # as the live TUI runs it
