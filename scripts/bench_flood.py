@@ -53,7 +53,8 @@ out.flush()
 DRIVER = r"""
 import asyncio, json, os, sys, time, psutil
 from sparktui.config import load_config
-from sparktui.nodes import make_node, make_sources
+from sparktui.collectors import make_sources
+from sparktui.nodes import make_node
 from sparktui.tui.app import SparkApp
 from sparktui.tui.boot import make_engine
 

@@ -32,7 +32,7 @@ from .config import Config
 from .engine_offload import AnalysisWorker
 from .engine_worker import feed_all, pack_lines, record_safely
 from .logs.store import LogStore
-from .model import Event, LogBatch, LogGap, LogLine
+from .model import Event, LogBatch, LogBlock, LogGap, LogLine
 from .sources import EventSource
 from .session import Session
 from .state import ClusterState, reduce
@@ -112,8 +112,8 @@ class Engine:
 
     def emit(self, event: Event) -> None:
         """Thread-safe, non-blocking."""
-        if isinstance(event, (LogBatch, LogLine)):
-            n = len(event.lines) if isinstance(event, LogBatch) else 1
+        if isinstance(event, (LogBatch, LogLine, LogBlock)):
+            n = _line_count(event)
             key = (event.node, event.source)
             backlog = self.worker.backlog if self.worker is not None else 0
             with self._count_lock:
@@ -149,6 +149,9 @@ class Engine:
                 continue
             if isinstance(ev, _Unsaved):
                 self._from_worker(ev)
+                continue
+            if isinstance(ev, LogBlock):  # a follower's skipped lines: the session file only
+                self._skip(ev, ev.count)
                 continue
             out.append(ev)
             self.state = reduce(self.state, ev)
@@ -195,12 +198,12 @@ class Engine:
         cost = 0
         while pending and cost < self.DRAIN_BUDGET * self.SKIP_COST:
             ev = pending.popleft()
-            if isinstance(ev, (LogBatch, LogLine)):
-                n = len(ev.lines) if isinstance(ev, LogBatch) else 1
+            if isinstance(ev, (LogBatch, LogLine, LogBlock)):
+                n = _line_count(ev)
                 key = (ev.node, ev.source)
                 worker = self.worker if self.worker is not None and self.worker.alive else None
                 with self._count_lock:
-                    behind = self._queued[key] > self.SKIP_ABOVE or (
+                    behind = isinstance(ev, LogBlock) or self._queued[key] > self.SKIP_ABOVE or (
                         worker is not None and worker.backlog > self.SKIP_ABOVE)
                     self._queued[key] -= n
                     self._queued_total -= n
@@ -208,13 +211,7 @@ class Engine:
                     if batch:  # in order: what came before it is processed first
                         out += self.process(batch)
                         batch = []
-                    if worker is not None:
-                        self.logs.series(ev.node, ev.source)  # the pane exists even if all is skipped
-                        worker.send(pack_lines(ev, skip=True), n)
-                        self._gap(ev.node, ev.source, skipped=n)  # the worker tells what the file refused
-                    else:
-                        unsaved = self._record(ev)
-                        self._gap(ev.node, ev.source, skipped=n - unsaved, lost=unsaved)
+                    self._skip(ev, n)
                     cost += n
                     continue
                 cost += n * self.SKIP_COST
@@ -226,6 +223,18 @@ class Engine:
         self._take_lost()
         self._report_gaps()
         return out
+
+    def _skip(self, ev: "LogBatch | LogLine | LogBlock", n: int) -> None:
+        """``n`` lines to the session file only; counted as skipped (or lost, when even the file
+        did not take them)."""
+        self.logs.series(ev.node, ev.source)  # the pane exists even if all is skipped
+        worker = self.worker if self.worker is not None and self.worker.alive else None
+        if worker is not None:
+            worker.send(ev if isinstance(ev, LogBlock) else pack_lines(ev, skip=True), n)
+            self._gap(ev.node, ev.source, skipped=n)  # the worker tells what the file refused
+        else:
+            unsaved = self._record(ev)
+            self._gap(ev.node, ev.source, skipped=n - unsaved, lost=unsaved)
 
     def _take_lost(self) -> None:
         if not self._lost:
@@ -379,6 +388,12 @@ class _Unsaved:
     source: str
     n: int
     dead: str = ""
+
+
+def _line_count(ev: "LogBatch | LogLine | LogBlock") -> int:
+    if isinstance(ev, LogBatch):
+        return len(ev.lines)
+    return ev.count if isinstance(ev, LogBlock) else 1
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -27,7 +27,7 @@ import sys
 import time
 from typing import IO, Any, Callable
 
-from .model import Event, LogBatch, LogLine
+from .model import Event, LogBatch, LogBlock, LogLine
 
 log = logging.getLogger(__name__)
 _LEN = struct.Struct(">I")
@@ -217,6 +217,11 @@ def serve(rd_fd: int, wr: IO[bytes]) -> int:
                     got, unsaved = work.handle(ev, skip=skip)
                     if unsaved:
                         write_frame(wr, ("unsaved", ev.node, ev.source, unsaved))
+                elif isinstance(item, LogBlock):  # skipped by its follower: the session file only
+                    lines += item.count
+                    got, unsaved = work.handle(item, skip=True)
+                    if unsaved:
+                        write_frame(wr, ("unsaved", item.node, item.source, unsaved))
                 else:
                     got, _ = work.handle(item)
                 derived += got

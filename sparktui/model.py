@@ -260,6 +260,21 @@ class LogBatch:
 
 
 @dataclass(frozen=True, slots=True)
+class LogBlock:
+    """Lines a follower did not take apart because it was behind a flood: ``data`` is ``count``
+    whole lines exactly as the session file keeps them (``<daemon timestamp> <text>``, newline
+    ended), numbered ``last_seq - count + 1 .. last_seq``.  They go to the session file only
+    (skipped: neither analysed nor held for the screen), at a fraction of a parsed line's cost."""
+
+    node: str
+    source: str
+    data: bytes
+    count: int
+    last_seq: int
+    ts: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
 class LogGap:
     """What a source's lines did not get, so far (totals): ``skipped`` lines were written to the
     session file but neither analysed nor held for the screen (the engine fell behind a flood and
@@ -385,6 +400,7 @@ Event = Union[
     ServingSample,
     LogLine,
     LogBatch,
+    LogBlock,
     LogGap,
     FindingRaised,
     MilestoneReached,

@@ -25,7 +25,7 @@ from typing import IO, Any
 from .logs.redact import mask_dict, mask_list, redact, redact_bytes, redact_env  # noqa: F401  (redact_env: re-exported)
 from .logs.sanitize import json_dumps
 from .units import human_bytes
-from .model import Event, LogBatch, LogLine
+from .model import Event, LogBatch, LogBlock, LogLine
 
 # files hold log lines, commands and findings of the operator's cluster: owner only (umask-proof)
 DIR_MODE = 0o700
@@ -131,6 +131,8 @@ class Session:
             return self._write_lines(event.node, event.source, (event,))
         if isinstance(event, LogBatch):
             return self._write_lines(event.node, event.source, event.lines)
+        if isinstance(event, LogBlock):  # already in the file's own form: only the secrets masked
+            return self._write_data(event.node, event.source, redact_bytes(event.data), event.count)
         if self._events is None:
             self._events = _open_private(self.path / "events.jsonl", "a", encoding="utf-8")
         # json_dumps: controls as \u escapes only, so `cat events.jsonl` is terminal-safe too
@@ -138,10 +140,22 @@ class Session:
         return 0
 
     def _write_lines(self, node: str, source: str, lines) -> int:
+        if (node, source) in self.unsaved:  # the file is full: count, never build
+            return self._write_data(node, source, b"", len(lines))
+        parts = []
+        for ln in lines:
+            text = ln.text
+            parts.append(f"{ln.raw_ts} {text}\n" if ln.raw_ts else f"{text}\n")
+        data = redact_bytes("".join(parts).encode("utf-8", "surrogateescape"))
+        return self._write_data(node, source, data, len(lines))
+
+    def _write_data(self, node: str, source: str, data: bytes, count: int) -> int:
+        """Append ``count`` whole lines (``data``) to the source's file, up to its cap; how many
+        lines it did not take."""
         key = (node, source)
         if key in self.unsaved:  # the file is full: count, never write
-            self.unsaved[key] += len(lines)
-            return len(lines)
+            self.unsaved[key] += count
+            return count
         fh = self._logs.get(key)
         if fh is None:
             p = self.log_path(node, source)
@@ -149,11 +163,6 @@ class Session:
             _private_dir(p.parent)
             fh = self._logs[key] = _open_private(p, "ab")
             self._sizes[key] = fh.tell()
-        parts = []
-        for ln in lines:
-            text = ln.text
-            parts.append(f"{ln.raw_ts} {text}\n" if ln.raw_ts else f"{text}\n")
-        data = redact_bytes("".join(parts).encode("utf-8", "surrogateescape"))
         room = self.max_log_bytes - self._sizes[key]
         if len(data) <= room:
             fh.write(data)

@@ -27,6 +27,7 @@ from .model import (
     LinkInfo,
     LinkSample,
     LogBatch,
+    LogBlock,
     LogLine,
     MemoryInfo,
     MemorySample,
@@ -235,7 +236,7 @@ def _reduce(state: ClusterState, event: Event) -> ClusterState:
         return _with_node(state, event.node, lambda n: replace(n, links=event.links, last_update=event.ts))
     if isinstance(event, ServingSample):
         return _with_node(state, event.node, lambda n: replace(n, serving=_serving(n.serving, event)))
-    if isinstance(event, (LogLine, LogBatch)):
+    if isinstance(event, (LogLine, LogBatch, LogBlock)):
         return _log_source(state, event.node, event.source)
     if isinstance(event, MilestoneReached):
         m = event.milestone

@@ -29,6 +29,7 @@ class LogState:
         self.cursors: dict[str, LogCursor] = {}
         self.last_seq: dict[str, int] = {}
         self.complete: set[str] = set()  # stopped containers whose log was read to its end
+        self.via: dict[str, str] = {}  # container name -> how its log was last read (relay, socket, docker-py)
 
     def cursor(self, cid: str, name: str) -> LogCursor:
         c = self.cursors.get(cid)
@@ -163,7 +164,7 @@ class DockerWatch:
         import docker
 
         try:
-            await f.run(self._client)
+            await f.run(self._client, getattr(self.node, "open_log_stream", None))
         except asyncio.CancelledError:
             raise
         except docker.errors.APIError as exc:
@@ -176,6 +177,7 @@ class DockerWatch:
             return
         finally:
             self.logs.last_seq[info.name] = f.cursor.seq
+            self.logs.via[info.name] = f.via
         # ended cleanly: the container stopped (log complete), or it restarted before we noticed
         try:
             latest = from_inspect(await in_thread(self._client.api.inspect_container, info.id))

@@ -12,17 +12,25 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..model import LogBatch, LogLine
+from ..model import LogBatch, LogBlock, LogLine
+from .node_relay import take_frames  # the relay's own (it runs on nodes without sparktui)
 from ..timefmt import parse as parse_docker_time, parse_ns as rfc3339_ns
 
 if TYPE_CHECKING:
     import docker
 
+log = logging.getLogger(__name__)
+
 COALESCE_S = 0.05
 MAX_BATCH = 5000
+# a follower this far behind its source takes apart only the newest TAIL_LINES of what it reads
+BEHIND_S = 1.0
+TAIL_LINES, TAIL_EVERY_S = 200, 0.2  # what the screen gets meanwhile: ~1k lines/s, the newest
 _SINCE_MARGIN_NS = 1_000_000  # since= is sent as a float: step back 1 ms, the cursor drops repeats
 
 
@@ -38,6 +46,11 @@ class LogCursor:
         if self.last_ns is None:
             return None
         return max(0, self.last_ns - _SINCE_MARGIN_NS) / 1e9
+
+    @property
+    def resuming(self) -> bool:
+        """Replayed lines may still come: each must be compared, one by one."""
+        return self._resuming
 
     def begin_resume(self) -> None:
         self._resuming = self.last_ns is not None
@@ -134,40 +147,90 @@ def _set(fut: asyncio.Future, res: Any, exc: BaseException | None) -> None:
         fut.set_result(res)
 
 
-class RawLogStream:
-    """A container's log stream read straight off the Engine's unix socket: one HTTP/1.0 request
-    (so the body is the bare stream, no chunked framing) and reads of up to 1 MiB demultiplexed in
-    bulk.  docker-py reads two small pieces per line through urllib3 (~30k lines/s at best here);
-    this keeps up with a container printing 90k lines/s.  Iterating yields payload bytes."""
+class _FramedStream:
+    """A container's log answer from the Engine (HTTP/1.0: the body is the bare stream, no chunked
+    framing), read in blocks of up to 1 MiB and demultiplexed in bulk.  docker-py reads two small
+    pieces per line through urllib3 (~30k lines/s at best here); this keeps up with a container
+    printing 90k lines/s.  Iterating yields payload bytes; subclasses say where blocks come from."""
 
     READ = 1 << 20
 
-    def __init__(self, socket_path: str, api_version: str, container_id: str, params: dict, tty: bool) -> None:
-        import socket
-        from urllib.parse import quote, urlencode
-
+    def __init__(self, head: bytes, first: bytes, tty: bool) -> None:
         self.tty = tty
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            self._sock.connect(socket_path)
-            path = f"/v{api_version}/containers/{quote(container_id, safe='')}/logs?{urlencode(params)}"
-            self._sock.sendall(f"GET {path} HTTP/1.0\r\nHost: docker\r\n\r\n".encode())
-            head = b""
-            while b"\r\n\r\n" not in head:
-                data = self._sock.recv(65536)
-                if not data:
-                    raise OSError("the Engine closed the log stream before answering")
-                head += data
-                if len(head) > 65536:
-                    raise OSError("no end to the Engine's HTTP headers")
-        except BaseException:
-            self._sock.close()
-            raise
-        head, _, self._first = head.partition(b"\r\n\r\n")
+        self._first = first
         lines = head.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ", 2)
         self.status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
         self.chunked = any(h.lower().replace(" ", "") == "transfer-encoding:chunked" for h in lines[1:])
+
+    def _recv(self) -> bytes:
+        """The next block; b"" at the end (or when closed)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def demux(self, buf: bytes) -> tuple[bytes, bytes]:
+        """(the payload of the whole frames in ``buf``, what is left of it)."""
+        if self.tty:
+            return buf, b""
+        payload, used = take_frames(buf)
+        return payload, buf[used:]
+
+    def __iter__(self):
+        buf, self._first = self._first, b""
+        recv = self._recv
+        while True:
+            payload, buf = self.demux(buf)
+            if payload:
+                yield payload
+            data = recv()
+            if not data:
+                return
+            buf += data
+
+
+def split_head(data: bytes) -> tuple[bytes, bytes] | None:
+    """(HTTP head, what follows it), or None while the head is incomplete."""
+    head, sep, rest = data.partition(b"\r\n\r\n")
+    return (head, rest) if sep else None
+
+
+def logs_path(api_version: str, container_id: str, params: dict) -> str:
+    from urllib.parse import quote, urlencode
+
+    return f"/v{api_version}/containers/{quote(container_id, safe='')}/logs?{urlencode(params)}"
+
+
+class RawLogStream(_FramedStream):
+    """Straight off the Engine's unix socket (a local Engine, or a socket forwarded over ssh)."""
+
+    def __init__(self, socket_path: str, api_version: str, container_id: str, params: dict, tty: bool) -> None:
+        import socket
+
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._sock.connect(socket_path)
+            path = logs_path(api_version, container_id, params)
+            self._sock.sendall(f"GET {path} HTTP/1.0\r\nHost: docker\r\n\r\n".encode())
+            got = b""
+            while (parts := split_head(got)) is None:
+                data = self._sock.recv(65536)
+                if not data:
+                    raise OSError("the Engine closed the log stream before answering")
+                got += data
+                if len(got) > 65536:
+                    raise OSError("no end to the Engine's HTTP headers")
+        except BaseException:
+            self._sock.close()
+            raise
+        super().__init__(parts[0], parts[1], tty)
+
+    def _recv(self) -> bytes:
+        try:
+            return self._sock.recv(self.READ)
+        except OSError:
+            return b""
 
     def close(self) -> None:
         import socket
@@ -178,33 +241,40 @@ class RawLogStream:
             pass
         self._sock.close()
 
-    def __iter__(self):
+
+class RelayedLogStream(_FramedStream):
+    """The same answer relayed by node_relay.py over an ssh channel (ssh nodes): blocks of up to
+    50 ms instead of a packet per few lines.  The channel lives on the event loop, so this stream
+    is read there (``blocks``), not in a thread: a thread would hand the interpreter lock back and
+    forth with the screen several times a block (measured: a third of the follower's time)."""
+
+    READ = 1 << 18  # ~2.5k lines: a block taken apart on the loop holds a key press a few ms at most
+
+    def __init__(self, reader: Any, close: Callable[[], None], head: bytes, first: bytes) -> None:
+        super().__init__(head, first, tty=True)  # the relay took the frames apart: bare bytes, as a tty's
+        self._reader, self._close = reader, close
+
+    async def blocks(self):
         buf, self._first = self._first, b""
-        recv = self._sock.recv
         while True:
-            if self.tty:
-                if buf:
-                    yield buf
-                buf = b""
-            else:  # 8-byte frame headers: stream, 0, 0, 0, big-endian length
-                out = []
-                pos, end = 0, len(buf)
-                while end - pos >= 8:
-                    n = int.from_bytes(buf[pos + 4:pos + 8], "big")
-                    if end - pos - 8 < n:
-                        break
-                    out.append(buf[pos + 8:pos + 8 + n])
-                    pos += 8 + n
-                buf = buf[pos:]
-                if out:
-                    yield b"".join(out)
+            payload, buf = self.demux(buf)
+            if payload:
+                yield payload
             try:
-                data = recv(self.READ)
-            except OSError:
+                data = await self._reader.read(self.READ)
+            except Exception:  # the channel or the connection went away
                 return
             if not data:
                 return
             buf += data
+
+    def close(self) -> None:
+        self._close()
+
+
+def container_tty(client: Any, container_id: str) -> bool:
+    """Whether the container has a tty: its log is then one raw stream, not framed (blocking)."""
+    return bool(((client.api.inspect_container(container_id) or {}).get("Config") or {}).get("Tty"))
 
 
 def open_raw_logs(client: Any, container_id: str, params: dict) -> "RawLogStream | None":
@@ -215,14 +285,23 @@ def open_raw_logs(client: Any, container_id: str, params: dict) -> "RawLogStream
         socket_path = getattr(api.get_adapter(api.base_url), "socket_path", None)
         if not socket_path:
             return None
-        tty = bool(((api.inspect_container(container_id) or {}).get("Config") or {}).get("Tty"))
-        stream = RawLogStream(socket_path, api._version, container_id, params, tty)
+        stream = RawLogStream(socket_path, api._version, container_id, params, container_tty(client, container_id))
     except Exception:
         return None
+    return usable(stream)
+
+
+def usable(stream: "_FramedStream") -> "_FramedStream | None":
+    """The stream if the Engine answered plainly; else None (closed), and docker-py's own path
+    reports the error status it carries."""
     if stream.status != 200 or stream.chunked:
         stream.close()
         return None
     return stream
+
+
+# ``async opener(path, tty) -> stream | None``: a node's faster way to the same answer (ssh: relayed)
+Opener = Callable[[str, bool], Any]
 
 
 class LogFollower:
@@ -240,11 +319,25 @@ class LogFollower:
         self._stream: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._flush_pending = False
+        self.via = "docker-py"  # how the log was read: relay (ssh), socket, docker-py
+        self._least_lag: float | None = None
+        self._tail_at = 0.0
+        self._on_loop = False  # read on the event loop (relayed), not in a thread
 
-    async def run(self, client: "docker.DockerClient") -> None:
+    async def run(self, client: "docker.DockerClient", opener: Opener | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         self.cursor.begin_resume()
-        fut = start_thread(lambda: self._read(client), f"logs-{self.node}-{self.source}")
+        params = self._params()
+        if opener is not None:
+            self._stream = await self._open_relayed(client, params, opener)
+        if isinstance(self._stream, RelayedLogStream):
+            try:
+                await self._follow_relayed(self._stream)
+            finally:
+                self._stream.close()
+                self.flush()
+            return
+        fut = start_thread(lambda: self._read(client, params), f"logs-{self.node}-{self.source}")
         try:
             await asyncio.shield(fut)
         except asyncio.CancelledError:
@@ -261,13 +354,55 @@ class LogFollower:
             except Exception:
                 pass
 
-    # -- the reading thread
-    def _read(self, client: "docker.DockerClient") -> None:
+    def _params(self) -> dict[str, Any]:
         since = self.cursor.since()
         params: dict[str, Any] = {"stdout": 1, "stderr": 1, "follow": 1, "timestamps": 1, "tail": "all"}
         if since is not None:
             params["since"] = f"{since:.9f}"
-        self._stream = open_raw_logs(client, self.container_id, params)
+        return params
+
+    async def _open_relayed(self, client: "docker.DockerClient", params: dict, opener: Opener) -> Any:
+        """The node's relayed stream, or None: then the usual paths, which report what is wrong."""
+        try:
+            tty = await in_thread(container_tty, client, self.container_id)
+            stream = await opener(logs_path(client.api._version, self.container_id, params), tty)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.debug("%s: relayed logs of %s: %s", self.node, self.source, exc)
+            return None
+        stream = usable(stream) if stream is not None else None
+        if stream is not None:
+            self.via = "relay"
+        return stream
+
+    async def _follow_relayed(self, stream: RelayedLogStream) -> None:
+        self._on_loop = True
+        pending = b""
+        try:
+            async for chunk in stream.blocks():
+                pending = self._feed(pending, chunk)
+                await asyncio.sleep(0)  # the screen between blocks
+        finally:
+            if pending:
+                self._take([pending])
+
+    def _feed(self, pending: bytes, chunk: bytes) -> bytes:
+        """Takes the whole lines of ``pending + chunk``; returns the unfinished rest."""
+        pending += chunk
+        if b"\n" not in chunk:
+            return pending
+        # decoded a block at a time: a newline never sits inside a UTF-8 sequence
+        cut = pending.rfind(b"\n")
+        self._take_block(pending[:cut])
+        return pending[cut + 1:]
+
+    # -- the reading thread
+    def _read(self, client: "docker.DockerClient", params: dict) -> None:
+        since = self.cursor.since()
+        if self._stream is None:
+            self._stream = open_raw_logs(client, self.container_id, params)
+            self.via = "socket" if self._stream is not None else self.via
         if self._stream is None:
             kw: dict[str, Any] = {"stream": True, "follow": True, "timestamps": True}
             if since is not None:
@@ -276,13 +411,7 @@ class LogFollower:
         pending = b""
         try:
             for chunk in self._stream:
-                pending += chunk
-                if b"\n" not in chunk:
-                    continue
-                # decoded a block at a time: a newline never sits inside a UTF-8 sequence
-                cut = pending.rfind(b"\n")
-                block, pending = pending[:cut], pending[cut + 1:]
-                self._take_texts(block.decode("utf-8", "replace").split("\n"))
+                pending = self._feed(pending, chunk)
         finally:
             if pending:
                 self._take([pending])
@@ -290,6 +419,57 @@ class LogFollower:
                 self._stream.close()
             except Exception:
                 pass
+
+    def _take_block(self, block: bytes) -> None:
+        """Whole lines, newline-separated.  Taken apart line by line while the follower keeps up;
+        when it has fallen behind the source, only the newest ``TAIL_LINES`` every ``TAIL_EVERY_S``
+        are (the screen shows the tail) and the rest go on as one ``LogBlock``, session file only: it then reads many
+        times faster than the source writes and catches up, instead of falling further behind."""
+        lag = self._lag(block)
+        if lag is None or lag <= BEHIND_S or self.cursor.resuming:
+            self._take_texts(block.decode("utf-8", "replace").split("\n"))
+            return
+        now = time.monotonic()
+        if now - self._tail_at < TAIL_EVERY_S:  # the screen had its tail a moment ago
+            self._skip_raw(block)
+            return
+        self._tail_at = now
+        cut = len(block)
+        for _ in range(TAIL_LINES):
+            cut = block.rfind(b"\n", 0, cut)
+            if cut < 0:
+                break
+        if cut > 0:
+            self._skip_raw(block[:cut])
+        self._take_texts(block[cut + 1:].decode("utf-8", "replace").split("\n"))
+
+    def _lag(self, block: bytes) -> float | None:
+        """How far behind the source its newest line is, in seconds, or None (no timestamp).  The
+        node's clock and ours may differ: the lag is measured from the least ever seen on this
+        stream (when the follower was keeping up), not from zero."""
+        i = block.rfind(b"\n") + 1
+        sp = block.find(b" ", i, i + 48)
+        ns = docker_ns(block[i:sp].decode("ascii", "replace")) if sp > i else None
+        if ns is None:
+            return None
+        lag = time.time() - ns / 1e9
+        if self._least_lag is None or lag < self._least_lag:
+            self._least_lag = lag
+        return lag - self._least_lag
+
+    def _skip_raw(self, head: bytes) -> None:
+        text = head.decode("utf-8", "replace")  # as a parsed line would be written: same bytes in the file
+        n = text.count("\n") + 1
+        raw_ts, body = split_ts(text[text.rfind("\n") + 1:])
+        if raw_ts is not None:  # the newest line seen: a resume starts after it
+            self.cursor.accept(raw_ts, body)
+        self.cursor.seq += n
+        block = LogBlock(self.node, self.source, (text + "\n").encode("utf-8", "surrogateescape"), n, self.cursor.seq)
+        with self._lock:  # after the lines already buffered, in order
+            lines, self._buf = self._buf, []
+            if lines:
+                self.emit(LogBatch(node=self.node, source=self.source, lines=tuple(lines)))
+            self.emit(block)
 
     def _take(self, lines: list[bytes]) -> None:
         self._take_texts([raw.decode("utf-8", "replace") for raw in lines])
@@ -319,6 +499,8 @@ class LogFollower:
                 self._flush_pending = True
         if big:
             self.flush()
+        elif schedule and self._on_loop:
+            self._loop.call_later(COALESCE_S, self.flush)  # type: ignore[union-attr]
         elif schedule and self._loop is not None:
             try:
                 self._loop.call_soon_threadsafe(self._loop.call_later, COALESCE_S, self.flush)

@@ -13,6 +13,8 @@ vouched for stops the connection during key exchange, before any credential is s
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import os
 import shutil
 import tempfile
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, AsyncIterator, Sequence
 import asyncssh
 
 from . import hostkeys
-from ..logs.follow import in_thread
+from ..logs.follow import RelayedLogStream, in_thread, split_head
 from .base import CommandResult, HostKeyError, NodeError, NodeUnreachable, NotSupported, quote_argv
 
 if TYPE_CHECKING:
@@ -30,7 +32,10 @@ if TYPE_CHECKING:
 
     from ..config import NodeConfig
 
-MAX_CHANNELS = 8  # OpenSSH's MaxSessions is 10; SFTP holds one, leave one spare
+# OpenSSH's MaxSessions is 10 a connection: commands, the SFTP session, the log relays, one spare
+log = logging.getLogger(__name__)
+MAX_CHANNELS = 6
+MAX_RELAYS = 2  # containers whose logs come relayed at once; more read the forwarded socket
 
 
 def identity_problem(cfg: "NodeConfig") -> str | None:
@@ -94,6 +99,8 @@ class SshNode:
         self._docker_dir: str | None = None
         self._forwards: dict[tuple[str, int], asyncssh.SSHListener] = {}
         self._store: hostkeys.TrustStore | None = None
+        self._relays = 0  # log relays open now
+        self._no_relay = False  # the node cannot run one (no python3): never try again
 
     # ------------------------------------------------------------------ connection
     @property
@@ -288,6 +295,54 @@ class SshNode:
             finally:
                 proc.close()
 
+    async def open_log_stream(self, path: str, tty: bool) -> RelayedLogStream | None:
+        """The Engine's answer to ``GET path`` (a container's log) relayed in blocks by a small
+        program on the node (logs/node_relay.py) over a channel of its own; None when the node has
+        no python3, every relay slot is taken, or the relay got no answer (the caller then reads the
+        forwarded Docker socket)."""
+        if self._no_relay or self._relays >= MAX_RELAYS:
+            return None
+        conn = await self._ensure()
+        self._relays += 1
+        done = False
+
+        def close() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                self._relays -= 1
+                proc.close()
+
+        argv = ["python3", "-c", _relay_source(), self.cfg.docker_socket, path, "tty" if tty else "plain"]
+        try:
+            proc = await conn.create_process(quote_argv(argv), encoding=None, stderr=asyncssh.DEVNULL)
+        except (asyncssh.Error, OSError) as exc:
+            self._relays -= 1
+            raise NodeUnreachable(f"{self.name}: log relay: {exc}") from None
+        got = b""
+        try:
+            while (parts := split_head(got)) is None and len(got) <= 65536:
+                data = await _bounded(proc.stdout.read(65536), self.connect_timeout)
+                if not data:
+                    break
+                got += data
+        except (asyncssh.Error, OSError, asyncio.TimeoutError):
+            parts = None
+        except BaseException:
+            close()
+            raise
+        if parts is None:
+            close()
+            try:
+                await _bounded(proc.wait_closed(), 2.0)
+            except (asyncssh.Error, OSError, asyncio.TimeoutError):
+                pass
+            if proc.exit_status == 127:  # the shell found no python3
+                self._no_relay = True
+                log.info("%s: no python3 on the node: container logs come through the forwarded socket", self.name)
+            return None
+        return RelayedLogStream(proc.stdout, close, parts[0], parts[1])
+
     async def open_tcp(self, host: str, port: int):
         """(reader, writer) to host:port as seen from the node, over this connection (direct-tcpip)."""
         conn = await self._ensure()
@@ -425,6 +480,13 @@ async def _sftp_read(sftp: "asyncssh.SFTPClient", path: str) -> bytes:
                 break
             chunks.append(b)
     return b"".join(chunks)
+
+
+@functools.lru_cache(maxsize=1)
+def _relay_source() -> str:
+    from importlib.resources import files
+
+    return files("sparktui.logs").joinpath("node_relay.py").read_text(encoding="utf-8")
 
 
 def _bytes(x: object) -> bytes:

@@ -331,6 +331,9 @@ async def test_a_burst_on_stdout_and_stderr_and_a_tty_container_arrive_whole(liv
         got = [line.split(" ", 1)[1] for line in persisted(engine, "spark1", name).splitlines()]
         series = engine.logs.find("spark1", name)
         assert series.total == 20000 and series.last_seq == 20000
+        spark1 = next(src for src in engine.sources if src.node_name == "spark1")
+        await watch.until(lambda b, s, name=name: name in spark1.logs.via, 15, f"{name}: its follower ended")
+        assert spark1.logs.via[name] == "relay"  # in blocks through node_relay.py, not the forwarded socket
         if tty:  # a tty ends lines with \r\n, and stdout and stderr are one stream, in order
             assert [g.rstrip("\r") for g in got] == want
             assert series.get(series.position_of(778)).startswith("burst 777 é✓ xxxx")

@@ -115,3 +115,22 @@ def test_a_frame_builds_model_objects_and_plain_data_only():
     for other in (PurePosixPath("/etc/passwd"), os.system):
         with pytest.raises(pickle.UnpicklingError, match="refused in an engine frame"):
             loads(pickle.dumps(other))
+
+
+async def test_a_followers_block_crosses_to_the_worker_and_is_written_in_order(tmp_path):
+    from sparktui.model import LogBlock
+
+    session = Session.create("t", root=tmp_path)
+    eng = Engine(demo_config(), session=session, processor_factory=FACTORY, offload=True)
+    await eng.start()
+    try:
+        assert eng.worker is not None and eng.worker.alive
+        eng.emit(_batch(1, ["INFO step 1"]))
+        eng.emit(LogBlock(NODE, SRC, b"".join(f"INFO step {i}\n".encode() for i in range(2, 100)), 98, 99))
+        eng.emit(_batch(100, [OOM]))
+        await _until(eng, lambda: _oom_lines(eng) == [100], "the OOM after the block, from the worker")
+        assert eng.logs.find(NODE, SRC).skipped == 98
+    finally:
+        await eng.stop()
+    text = session.log_path(NODE, SRC).read_text().splitlines()
+    assert text == [f"INFO step {i}" for i in range(1, 100)] + [OOM]

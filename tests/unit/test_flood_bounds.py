@@ -127,3 +127,82 @@ def test_one_line_number_from_follower_to_finding_row_and_session_file_across_a_
     file_lines = _file_lines(session)
     assert len(file_lines) == 1250  # no repeat from the reconnect, nothing missing
     assert file_lines[1230 - 1].endswith(" " + OOM)
+
+
+# --- a follower behind its source: the bulk goes on as one block, the screen gets the tail ---
+
+def _stamped(first: int, last: int, at: float, text: str = "INFO step {}") -> bytes:
+    """Lines ``first..last`` as the Engine sends them (its timestamp, a space, the text), stamped
+    ``at`` (epoch seconds) plus a microsecond a line."""
+    import datetime as dt
+
+    out = []
+    for i in range(first, last + 1):
+        t = dt.datetime.fromtimestamp(at + i * 1e-6, dt.timezone.utc)
+        out.append(t.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z " + text.format(i))
+    return "\n".join(out).encode()
+
+
+def test_a_follower_behind_its_source_hands_on_a_block_and_parses_only_the_tail(tmp_path):
+    import time
+
+    from sparktui.logs import follow
+    from sparktui.model import LogBlock
+
+    got: list = []
+    cursor = LogCursor()
+    f = LogFollower(NODE, SRC, "cid", cursor, got.append)
+    now = time.time()
+    f._take_block(_stamped(1, 100, now))  # keeping up: every line taken apart
+    f.flush()
+    assert [type(e) for e in got] == [LogBatch] and len(got[0].lines) == 100
+    got.clear()
+    behind = now - 10 * follow.BEHIND_S  # the next lines were written well before they were read
+    f._take_block(_stamped(101, 5100, behind))
+    f.flush()
+    block, tail = got
+    assert isinstance(block, LogBlock) and isinstance(tail, LogBatch)
+    assert len(tail.lines) == follow.TAIL_LINES  # the screen gets the newest lines
+    assert block.count + len(tail.lines) == 5000
+    # one numbering: the block ends where the tail begins, the tail ends at the newest line
+    assert block.last_seq == 5100 - follow.TAIL_LINES and tail.lines[0].seq == block.last_seq + 1
+    assert tail.lines[-1].seq == 5100 == cursor.seq and tail.lines[-1].text == "INFO step 5100"
+    # the block is the session file's own form: what a parsed batch would have written
+    first = block.data.split(b"\n", 1)[0].decode()
+    assert first.endswith(" INFO step 101") and block.data.endswith(b"\n") and block.data.count(b"\n") == block.count
+    got.clear()
+    f._take_block(_stamped(5101, 5200, behind))  # right after a tail: all of it as a block
+    assert [type(e) for e in got] == [LogBlock] and got[0].count == 100 and got[0].last_seq == 5200
+
+
+def test_a_block_reaches_the_session_file_counted_skipped_with_the_numbers_of_its_lines(tmp_path):
+    """A follower's block and the lines around it: the file has every line in order (the same
+    bytes as parsed lines would give, secrets masked), the pane counts the block skipped, and the
+    store's lines keep their numbers."""
+    from sparktui.model import LogBlock
+
+    session = Session.create("t", root=tmp_path)
+    eng = Engine(demo_config(), session=session)
+    eng.emit(LogBatch(NODE, SRC, tuple(LogLine(NODE, SRC, f"INFO step {i}", seq=i) for i in range(1, 11))))
+    data = b"".join(f"INFO step {i}\n".encode() for i in range(11, 21)) + b"HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz\n"
+    eng.emit(LogBlock(NODE, SRC, data, 11, 21))
+    eng.emit(LogBatch(NODE, SRC, (LogLine(NODE, SRC, "INFO step 22", seq=22),)))
+    while eng._pending:
+        eng.drain()
+    s = eng.logs.find(NODE, SRC)
+    assert s.skipped == 11 and s.total == 11
+    assert s.get(s.position_of(22)) == "INFO step 22" and s.position_of(15) is None
+    session.flush()
+    lines = _file_lines(session)
+    assert lines[:20] == [f"INFO step {i}" for i in range(1, 21)]
+    assert lines[20] == "HF_TOKEN=***" and lines[21] == "INFO step 22"  # line 22 is the 22nd line
+
+
+def test_a_block_at_a_full_session_file_is_counted_not_written(tmp_path):
+    from sparktui.model import LogBlock
+
+    session = Session(tmp_path, max_log_bytes=100)
+    data = b"".join(f"INFO step {i}\n".encode() for i in range(1, 31))  # ~400 bytes
+    assert session.record(LogBlock(NODE, SRC, data, 30, 30)) > 0
+    kept = [ln for ln in _file_lines(session) if ln.startswith("INFO")]
+    assert 0 < len(kept) < 30 and session.record(LogBlock(NODE, SRC, b"x\n", 1, 31)) == 1
