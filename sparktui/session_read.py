@@ -197,6 +197,22 @@ def _event(raw: bytes, where: str) -> dict | None:
     return ev
 
 
+def from_jsonable(obj: Any) -> Any:
+    """Inverse of ``session.to_jsonable`` for the model's dataclasses (lists come back as tuples)."""
+    if isinstance(obj, dict):
+        cls = TYPES.get(obj.get("type", ""))
+        if cls is None:
+            return {k: from_jsonable(v) for k, v in obj.items()}
+        names = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: from_jsonable(v) for k, v in obj.items() if k in names}
+        if cls is model.ContainerInfo and isinstance(kw.get("state"), str):
+            kw["state"] = model.ContainerState.parse(kw["state"])
+        return cls(**kw)
+    if isinstance(obj, list):
+        return tuple(from_jsonable(x) for x in obj)
+    return obj
+
+
 @dataclasses.dataclass
 class LogFile:
     node: str
