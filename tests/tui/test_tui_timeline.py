@@ -72,9 +72,9 @@ async def test_timeline_screen_lists_every_kind_and_follows_the_newest():
         await wait_for(pilot, lambda: not screen.follow, "detached")
         row = table.cursor_row
         app.engine.process([TimelineEntry(kind="action", operator="bo@desk", session="s-b", action="launch",
-                                          step="start", status="failed", message="port in use", ts=2e9 + 1)])
+                                          step="start", status="fail", message="port in use", ts=2e9 + 1)])
         app.refresh_now()
-        await wait_for(pilot, lambda: "launch/start: failed" in screen_text(app), "the other's action")
+        await wait_for(pilot, lambda: "launch/start: fail" in screen_text(app), "the other's action")
         assert table.cursor_row == row and "DETACHED" in screen_text(app)
         await pilot.press("end")
         await wait_for(pilot, lambda: screen.follow and table.cursor_row == len(screen.rows) - 1, "following")
