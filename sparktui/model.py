@@ -14,6 +14,19 @@ from typing import Callable, Literal, Union
 Severity = Literal["error", "warning", "info"]
 SEVERITY_RANK: dict[str, int] = {"error": 0, "warning": 1, "info": 2}
 
+# The status words, one set for a doctor check, an action step and its events.  "fail" is the
+# checks' word (the doctor contract: ok / warn / fail); steps and events said "failed" before.
+OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
+CheckStatus = Literal["ok", "warn", "fail", "skip"]
+StepStatus = Literal["started", "progress", "ok", "warn", "fail", "cancelled", "info"]
+TIMELINE_STATUSES = frozenset({"started", OK, WARN, FAIL, "cancelled"})  # what timelines keep: not progress/info
+LEGACY_STATUS = {"failed": FAIL}  # words of older recordings (sessions, shared timelines), read as today's
+
+
+def current_status(word: str) -> str:
+    """``word`` as this version says it: a recording made before the words were one still reads."""
+    return LEGACY_STATUS.get(word, word)
+
 
 def now() -> float:
     return time.time()
@@ -355,7 +368,7 @@ class ActionEvent:
 
     action: str
     step: str
-    status: Literal["started", "progress", "ok", "warn", "failed", "cancelled", "info"]
+    status: StepStatus
     message: str = ""
     progress: float | None = None
     node: str = ""

@@ -26,6 +26,7 @@ from .logs.redact import mask_dict, mask_list, redact, redact_bytes, redact_env 
 from .logs.sanitize import json_dumps
 from .units import human_bytes
 from .model import Event, LogBatch, LogBlock, LogLine
+from . import session_read
 
 # files hold log lines, commands and findings of the operator's cluster: owner only (umask-proof)
 DIR_MODE = 0o700
@@ -193,16 +194,9 @@ class Session:
         self._logs.clear()
 
     def read_events(self) -> list[dict]:
-        p = self.path / "events.jsonl"
-        if not p.exists():
-            return []
-        out = []
-        for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return out
+        """events.jsonl back as checked dicts, through the one reader (``session_read``)."""
+        with session_read.open_session(self.path) as d:
+            return session_read.read_events(d)
 
 
 def latest_session() -> Path | None:

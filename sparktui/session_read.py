@@ -7,8 +7,9 @@ annotations before anything builds on it.  A wrong shape is one ``SessionError``
 file, the line and the field; the commands print it and exit 2.
 
 Tolerated on purpose: a torn line in events.jsonl (the last write of a crashed session) is skipped,
-event types this version does not know are skipped (a newer sparktui wrote them), and keys a
-dataclass does not have are ignored (from_jsonable drops them).
+event types this version does not know are skipped (a newer sparktui wrote them), keys a
+dataclass does not have are ignored (from_jsonable drops them), and an older version's status
+word is read as today's (``model.LEGACY_STATUS``: "failed" is "fail").
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ TS_FIELDS = frozenset({"ts", "started", "since", "started_at", "finished_at"})
 TS_MAX = 1e11  # year 5138: past it time.localtime() overflows
 
 TYPES = {name: obj for name, obj in vars(model).items() if dataclasses.is_dataclass(obj) and isinstance(obj, type)}
+STATUS_TYPES = frozenset({"ActionEvent", "TimelineEntry"})  # events whose ``status`` is a step's word
 
 
 class SessionError(Exception):
@@ -193,8 +195,26 @@ def _event(raw: bytes, where: str) -> dict | None:
         raise SessionError(f"{where}: type: {_what(kind)}, expected an event type name")
     if kind not in TYPES:
         return None  # written by a newer sparktui
+    if kind in STATUS_TYPES and isinstance(ev.get("status"), str):
+        ev["status"] = model.current_status(ev["status"])  # an older sparktui's word ("failed")
     check_event(ev, where)
     return ev
+
+
+def from_jsonable(obj: Any) -> Any:
+    """Inverse of ``session.to_jsonable`` for the model's dataclasses (lists come back as tuples)."""
+    if isinstance(obj, dict):
+        cls = TYPES.get(obj.get("type", ""))
+        if cls is None:
+            return {k: from_jsonable(v) for k, v in obj.items()}
+        names = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: from_jsonable(v) for k, v in obj.items() if k in names}
+        if cls is model.ContainerInfo and isinstance(kw.get("state"), str):
+            kw["state"] = model.ContainerState.parse(kw["state"])
+        return cls(**kw)
+    if isinstance(obj, list):
+        return tuple(from_jsonable(x) for x in obj)
+    return obj
 
 
 @dataclasses.dataclass

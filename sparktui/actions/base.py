@@ -1,7 +1,7 @@
 """The action framework: guided workflows of named steps, shared by the TUI and the CLI.
 
 An action is an async workflow that
-- reports every step as ``ActionEvent``s (started / progress / ok / warn / failed / info),
+- reports every step as ``ActionEvent``s (started / progress / ok / warn / fail / info: ``model.StepStatus``),
 - asks ``ctx.confirm(...)`` before anything destructive (CLI: ``--yes`` or a y/N prompt;
   TUI: the one confirm modal; ``--read-only`` refuses without asking),
 - can be cancelled (``asyncio.CancelledError`` reaches it) and cleans up in ``finally``/cleanup
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 
 from ..config import Config
-from ..model import ActionEvent, Emit, Finding
+from ..model import FAIL, ActionEvent, Emit, Finding
 from ..nodes.base import Node
 from . import registry
 from .errors import ActionFailed, ActionRefused  # defined below lock.py, which raises them; imported from here
@@ -31,7 +31,7 @@ ConfirmFn = Callable[[str, str], Awaitable[bool]]  # (title, detail) -> yes?
 @dataclass
 class StepRecord:
     name: str
-    status: str = "pending"  # pending / running / ok / warn / failed / cancelled / skipped
+    status: str = "pending"  # pending / running / ok / warn / fail / cancelled / skipped
     message: str = ""
     started: float | None = None
     finished: float | None = None
@@ -145,19 +145,19 @@ class ActionContext:
             self.emit(name, "cancelled", "cancelled", node=node)
             raise
         except ActionRefused as exc:
-            rec.status, rec.message, rec.finished = "failed", str(exc), time.time()
-            self.emit(name, "failed", str(exc), node=node)
+            rec.status, rec.message, rec.finished = FAIL, str(exc), time.time()
+            self.emit(name, FAIL, str(exc), node=node)
             raise
         except Exception as exc:
-            rec.status, rec.finished = "failed", time.time()
-            rec.message = rec.message if rec.status == "failed" and rec.message != message else str(exc) or type(exc).__name__
-            self.emit(name, "failed", rec.message, node=node)
+            rec.status, rec.finished = FAIL, time.time()
+            rec.message = rec.message if rec.status == FAIL and rec.message != message else str(exc) or type(exc).__name__
+            self.emit(name, FAIL, rec.message, node=node)
             raise
         else:
             rec.finished = time.time()
             if rec.status == "running":
                 rec.status = "ok"
-            self.emit(name, rec.status if rec.status in ("ok", "warn", "failed") else "ok", rec.message, node=node)
+            self.emit(name, rec.status if rec.status in ("ok", "warn", FAIL) else "ok", rec.message, node=node)
 
 
 class Action:
@@ -193,7 +193,7 @@ class Action:
         ctx.action_name = self.name
         if self.mutating and ctx.read_only:
             why = f"{self.name} refused: read-only mode (--read-only) forbids changing the cluster"
-            ctx.emit("start", "failed", why)
+            ctx.emit("start", FAIL, why)
             return ActionResult(self.name, False, why, data={"refused": "read_only"})
         lock = None
         if self.mutating:
@@ -205,7 +205,7 @@ class Action:
                 if lock is not None:
                     await lock.acquire(ctx, self.name)
             except ActionRefused as exc:
-                ctx.emit("lock", "failed", str(exc))
+                ctx.emit("lock", FAIL, str(exc))
                 data: dict[str, Any] = {"refused": "lock"}
                 if isinstance(exc, LockHeld):
                     data["lock_holder"] = exc.holder.to_json()

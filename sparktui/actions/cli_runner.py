@@ -13,10 +13,10 @@ from typing import Callable
 from ..config import Config, load_config
 from ..logs.redact import redact
 from ..logs.sanitize import clean_text, safe
-from ..model import ActionEvent
+from ..model import FAIL, ActionEvent
 from .base import Action, ActionContext, ActionResult, cli_confirm
 
-MARK = {"started": "..", "ok": "ok", "warn": "!!", "failed": "XX", "cancelled": "--", "info": "  ", "progress": "  "}
+MARK = {"started": "..", "ok": "ok", "warn": "!!", FAIL: "XX", "cancelled": "--", "info": "  ", "progress": "  "}
 
 
 def make_nodes(config: Config) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
+from ..model import FAIL, OK, SKIP, WARN
 from ..nodes.base import Node, NodeError
 from ..probes.image import ImageInfo, ImageNotFound, ImageProbeError, inspect_image, probe_support, run_in_image
 from ..probes.model import ModelInfo, ModelProbeError, probe_model
@@ -21,8 +22,8 @@ from .checks.fabric import fabric_results, gather_fabric
 from .checks.fit import fit_results, parse_meminfo
 
 MAX_ALTERNATIVES = 6
-STEP_STATUS = {"ok": "ok", "skip": "ok", "warn": "warn", "fail": "failed"}
-CHECK_WORD = {"fail": "failed", "warn": "warned", "ok": "ok", "skip": "skipped"}
+STEP_STATUS = {OK: OK, SKIP: OK, WARN: WARN, FAIL: FAIL}  # a check's word as its step's
+CHECK_WORD = {FAIL: "failed", WARN: "warned", OK: "ok", SKIP: "skipped"}  # prose: "2 failed, 1 warned"
 
 
 async def resolve_image(ctx: ActionContext, head: Node) -> str:
@@ -54,7 +55,7 @@ class DoctorAction(Action):
             rec.status = STEP_STATUS[st]
             per_check = len(got) > 1 or any(r.node for r in got)
             if per_check:  # the checks get rows of their own (below): the step row counts them
-                counts = {st: sum(r.status == st for r in got) for st in ("fail", "warn", "ok", "skip")}
+                counts = {st: sum(r.status == st for r in got) for st in (FAIL, WARN, OK, SKIP)}
                 rec.message = ", ".join(f"{n} {CHECK_WORD[st]}" for st, n in counts.items() if n)
             else:
                 rec.message = got[0].title[:300] if got else ""
@@ -98,7 +99,7 @@ class DoctorAction(Action):
         await self._group(ctx, "clocks", check_clocks(up))
         await self._group(ctx, "versions", check_versions(up))
 
-        fails = [r for r in self.results if r.status == "fail"]
+        fails = [r for r in self.results if r.status == FAIL]
         warns = [r for r in self.results if r.status == "warn"]
         findings = [f for f in (r.to_finding() for r in self.results) if f is not None]
         findings.sort(key=lambda f: 0 if f.severity == "error" else 1)

@@ -11,7 +11,7 @@ import threading
 import time
 
 from ..nodes.base import Node
-from ..model import Finding
+from ..model import FAIL, Finding
 from ..probes.image import ImageNotFound, ImageProbeError, inspect_image, probe_support
 from ..probes.model import ModelProbeError, probe_model
 from .base import Action, ActionContext, ActionFailed, ActionResult
@@ -88,7 +88,7 @@ class BuildImageAction(Action):
             except ImageNotFound as exc:
                 findings.append(image_finding("image_not_found", str(exc), node.name, [f"base {base}"],
                                          "check cluster.base_image / --base, or load the image on the head"))
-                rec.status, rec.message = "failed", str(exc)
+                rec.status, rec.message = FAIL, str(exc)
                 return ActionResult(self.name, False, str(exc), findings=findings)
             arches, types = c.add_architectures, ()
             path = ctx.config.model_path_for(node.name)
@@ -122,7 +122,7 @@ class BuildImageAction(Action):
                 sup = await probe_support(node, tag, list(model.architectures), model.model_type)
                 missing = [a for a, k in sup.architectures.items() if not k]
                 if missing or sup.model_type_known is False:
-                    rec.status = "failed"
+                    rec.status = FAIL
                     rec.message = f"still unknown after the patch: {', '.join(missing) or model.model_type}"
                     findings.append(image_finding("unsupported_architecture", rec.message, node.name))
                     return ActionResult(self.name, False, rec.message, findings=findings,
@@ -209,7 +209,7 @@ class BuildImageAction(Action):
                 # the patch script says why in one line; that beats "returned a non-zero code"
                 why = next((l.strip() for l in reversed(state["lines"]) if l.startswith("patch_vllm_registry:")),
                            state["error"])
-                rec.status, rec.message = "failed", why[:300]
+                rec.status, rec.message = FAIL, why[:300]
                 rec.data = {"last_lines": state["lines"][-15:], "error": state["error"]}
                 self.findings.append(image_finding("image_build_failed", why[:300], node.name, state["lines"][-5:],
                                               "the base image's vLLM files are not laid out as the patch knows; "

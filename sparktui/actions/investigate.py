@@ -17,7 +17,7 @@ from typing import Any
 from ..diagnosis.evidence import BundleError, Evidence, NodeEvidence, Sample, Worker, write_bundle
 from ..diagnosis.facts import patterns
 from ..diagnosis.verdict import Verdict, decide
-from ..model import Finding
+from ..model import FAIL, Finding
 from ..probes import pyspy as pyspy_probe
 from ..probes import ras as ras_client
 from ..probes import workers as probe
@@ -270,7 +270,7 @@ class InvestigateAction(Action):
                     write_bundle(ev, self.bundle, verdict={**verdict.to_json(), "timings": timings})
                     data["bundle"] = self.bundle
                 except BundleError as exc:  # e.g. a link planted in the folder: refused, the verdict stands
-                    rec.status, rec.message = "failed", str(exc)
+                    rec.status, rec.message = FAIL, str(exc)
                     data["bundle_error"] = str(exc)
         return ActionResult(self.name, ok=not verdict.problem, summary=f"{verdict.title}: {verdict.next_action}",
                             findings=verdict_findings(verdict), data=data)

@@ -23,7 +23,7 @@ import time
 import uuid
 from typing import Any
 
-from ..model import Finding
+from ..model import FAIL, Finding
 from ..probes.cluster import LABEL_LAUNCH, Assessment, assess, catalogued_finding, find_cluster, parse_ray_status
 from ..probes.serving import ServingError, endpoint, server_info
 from ..waiting import get_within
@@ -60,7 +60,7 @@ class LaunchAction(Action):
                 ctx.emit("preflight", "info", w)
             verdict = await self._preflight(ctx, plan, findings)
             if isinstance(verdict, ActionResult):
-                rec.status, rec.message = "failed", verdict.summary
+                rec.status, rec.message = FAIL, verdict.summary
                 return verdict
             assessment, removals = verdict
             rec.message = "attach: the cluster is already running" if assessment.state == "running" else "ok"
@@ -120,7 +120,7 @@ class LaunchAction(Action):
                 evidence=(f"{n}: {type(exc).__name__}: {exc}".strip(),),
                 advice=f"bring {n} back (SSH and Docker must answer), or launch without it by removing it from the "
                        "config and lowering tensor_parallel"))
-            ctx.emit("preflight", "failed", f"unreachable: {exc}", node=n)
+            ctx.emit("preflight", FAIL, f"unreachable: {exc}", node=n)
         if dead:
             return ActionResult(self.name, False, f"{', '.join(dead)} unreachable: nothing started",
                                 findings=findings, data={"unreachable": {n: str(e) for n, e in dead.items()}})
@@ -244,7 +244,7 @@ class LaunchAction(Action):
                 f"{c.join_timeout:.0f} s: a worker did not join", node=",".join(missing), evidence=ev,
                 advice="check the worker's container log; RAY_NODE_IP_ADDRESS / --node-ip-address must be its fabric "
                        "IP and the head's port reachable from it"))
-            rec.status, rec.message = "failed", findings[-1].title
+            rec.status, rec.message = FAIL, findings[-1].title
             return False
 
     async def _serve_in_head(self, ctx: ActionContext, plan: ClusterPlan) -> None:
@@ -328,7 +328,7 @@ class LaunchAction(Action):
                 rec.message = (f"{base} serves {info.models[0]!r}" + (f" (vLLM {info.version})" if info.version else "")
                                + f" after {time.monotonic() - started:.0f} s")
             else:
-                rec.status, rec.message = "failed", why
+                rec.status, rec.message = FAIL, why
         data = {"launch": plan.launch_id if not attached else "", "plan": plan.plan_hash, "attached": attached,
                 "executor": plan.executor, "engine": plan.engine, "tp": plan.tp, "outcome": outcome,
                 "seconds": round(time.monotonic() - started, 1),

@@ -21,6 +21,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from ..model import FAIL
 from ..probes.cluster import catalogued_finding
 from .base import ActionContext, ActionFailed, ActionResult
 from .cluster_plan import PlanError, node_ip, plan_cluster, strip_owned
@@ -107,13 +108,13 @@ async def launch_with_script(action: "LaunchAction", ctx: ActionContext) -> Acti
     async with ctx.step("preflight", f"{len(plan.nodes)} nodes through {c.launcher_dir}/launch-cluster.sh") as rec:
         verdict = await action._preflight(ctx, plan, findings)
         if isinstance(verdict, ActionResult):
-            rec.status, rec.message = "failed", verdict.summary
+            rec.status, rec.message = FAIL, verdict.summary
             return verdict
         _, removals = verdict
         head = ctx.nodes[plan.head.node]
         res = await head.run(["test", "-x", f"{c.launcher_dir}/launch-cluster.sh"], timeout=20)
         if not res.ok:
-            rec.status, rec.message = "failed", f"{c.launcher_dir}/launch-cluster.sh is not there (or not executable)"
+            rec.status, rec.message = FAIL, f"{c.launcher_dir}/launch-cluster.sh is not there (or not executable)"
             return ActionResult(action.name, False, rec.message, findings=findings)
     shown = shlex.join(argv[5:])
     detail = (f"on {plan.head.node}, detached (setsid nohup; output to {log}):\n  cd {shlex.quote(c.launcher_dir)} && "
@@ -125,7 +126,7 @@ async def launch_with_script(action: "LaunchAction", ctx: ActionContext) -> Acti
     async with ctx.step("script", "launch-cluster.sh started detached", node=plan.head.node) as rec:
         res = await head.run(argv, timeout=30)
         if not res.ok:
-            rec.status, rec.message = "failed", (res.err_text or res.text).strip()[-300:]
+            rec.status, rec.message = FAIL, (res.err_text or res.text).strip()[-300:]
             return ActionResult(action.name, False, f"launch-cluster.sh did not start: {rec.message}")
         rec.message = f"pid {res.text.strip()} on {plan.head.node}; output in {log}"
         rec.data = {"argv": argv, "log": log, "pid": res.text.strip()}
@@ -144,7 +145,7 @@ async def launch_with_script(action: "LaunchAction", ctx: ActionContext) -> Acti
                 await asyncio.sleep(1)
         if pending:
             tail = await head.run(["tail", "-n", "15", log], timeout=10)
-            rec.status, rec.message = "failed", f"no container on {', '.join(sorted(pending))}"
+            rec.status, rec.message = FAIL, f"no container on {', '.join(sorted(pending))}"
             findings.append(catalogued_finding("ray_worker_missing", f"launch-cluster.sh started no container on "
                                      f"{', '.join(sorted(pending))} within {c.join_timeout:.0f} s",
                                      evidence=tail.text.splitlines()[-10:]))

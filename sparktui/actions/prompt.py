@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..config import Config
+from ..model import FAIL
 from ..nodes.base import Node
 from ..probes.serving import ChatAnswer, OnDelta, ServingError, chat
 from .base import Action, ActionContext, ActionResult
@@ -155,7 +156,7 @@ class PromptAction(Action):
                 target, answer = await send(ctx.config, ctx.nodes, self.text, thinking=self.thinking,
                                             max_tokens=self.max_tokens)
             except ServingError as exc:
-                rec.status, rec.message = "failed", str(exc)
+                rec.status, rec.message = FAIL, str(exc)
                 return ActionResult(self.name, False, str(exc), data={"error": str(exc), "status": exc.status})
             rec.message = (f"{answer.finish_reason}; {answer.completion_tokens} tokens"
                            + (f", ttft {answer.ttft_s * 1000:.0f} ms" if answer.ttft_s is not None else ""))

@@ -16,7 +16,7 @@ import re
 import time
 import uuid
 
-from ..model import Finding
+from ..model import FAIL, Finding
 from ..nodes.base import Node, NodeError, quote_argv
 from ..probes.image import ImageNotFound, default_image, image_exists, inspect_image
 from ..units import MB
@@ -88,7 +88,7 @@ class PushImageAction(Action):
             try:
                 info = await inspect_image(src, image)
             except ImageNotFound as exc:
-                rec.status, rec.message = "failed", str(exc)
+                rec.status, rec.message = FAIL, str(exc)
                 findings.append(image_finding("image_not_found", str(exc), src_name, [], "build or load it on the source first"))
                 return ActionResult(self.name, False, str(exc), findings=findings)
             before = {t: await image_exists(ctx.nodes[t], image) for t in targets}
@@ -107,7 +107,7 @@ class PushImageAction(Action):
                 ids[t] = await image_exists(ctx.nodes[t], image) or "(missing)"
             rec.data = {"ids": ids}
             if len(set(ids.values())) != 1:
-                rec.status = "failed"
+                rec.status = FAIL
                 rec.message = "; ".join(f"{k}: {v[:19]}" for k, v in ids.items())
                 findings.append(image_finding("image_mismatch", f"{image} differs across nodes", "",
                                          [f"{k}: {v}" for k, v in ids.items()], "run push-image again"))
@@ -152,7 +152,7 @@ class PushImageAction(Action):
                 now = await image_exists(ctx.nodes[target], image)
                 left = "nothing new on the target" if now == had else f"target now has {now}"
                 why = next((l for l in reversed(tail) if "space" in l.lower() or "error" in l.lower()), tail[-1] if tail else "")
-                rec.status = "failed"
+                rec.status = FAIL
                 rec.message = f"copy to {target} failed (exit {rc}): {why[:200]}; {left}"
                 rec.data = {"last_lines": tail[-10:]}
                 advice = ("free space in the target's Docker data root (docker system prune, or a bigger disk)"

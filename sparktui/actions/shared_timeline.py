@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..logs.redact import redact
 from ..logs.sanitize import safe
-from ..model import ActionEvent, Note, TimelineEntry
+from ..model import TIMELINE_STATUSES, ActionEvent, Note, TimelineEntry, current_status
 from ..nodes.base import NodeError
 from ..timefmt import format_ms, parse as parse_time
 from ..waiting import Backoff
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TIMELINE_FILE = "timeline.jsonl"
-KEPT_STATUSES = frozenset({"started", "ok", "warn", "failed", "cancelled"})  # not progress/info chatter
 ATOMIC_BYTES = 4000  # one write of fewer than PIPE_BUF (4096) bytes: never interleaved with another
 MESSAGE_CHARS = 1000
 FIELD_CHARS = 120
@@ -118,7 +117,7 @@ class TimelineWriter:
 
     # ------------------------------------------------------------------ feeding (any face)
     def action(self, ev: ActionEvent) -> None:
-        if ev.status in KEPT_STATUSES:
+        if ev.status in TIMELINE_STATUSES:
             self._put(record_line(ts=ev.ts, operator=self.operator, session=self.session, kind="action",
                                   action=ev.action, step=ev.step, status=ev.status, node=ev.node, message=ev.message))
 
@@ -260,7 +259,7 @@ def parse_record(raw: bytes) -> TimelineEntry | None:
 
     return TimelineEntry(kind=rec["kind"], operator=field("operator"), session=field("session"),
                          message=field("message", MESSAGE_CHARS), action=field("action"), step=field("step"),
-                         status=field("status", 16), node=field("node"), ts=ts)
+                         status=current_status(field("status", 16)), node=field("node"), ts=ts)
 
 
 def attach(engine, head: "Node", *, operator: str | None = None) -> TimelineWriter:

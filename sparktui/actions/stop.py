@@ -10,6 +10,7 @@ import asyncio
 import shlex
 import time
 
+from ..model import FAIL
 from ..probes.cluster import LABEL_EXECUTOR, ClusterContainer, ClusterView, find_cluster
 from .base import Action, ActionContext, ActionResult
 
@@ -107,7 +108,7 @@ class StopAction(Action):
                         rec.message = f"{x.name} stopped (removed meanwhile)"
                         return
                     failed[x.node] = f"{type(exc).__name__}: {exc}"
-                    rec.status, rec.message = "failed", failed[x.node]
+                    rec.status, rec.message = FAIL, failed[x.node]
 
         # ... then every node at once
         await asyncio.gather(*(one(x) for x in head_first), return_exceptions=True)

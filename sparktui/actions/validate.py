@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from ..model import Finding
+from ..model import FAIL, Finding
 from ..probes.image import ImageInfo, ImageNotFound, default_image, inspect_image, run_in_image
 from ..probes.model import ModelProbeError, probe_model
 from ..probes.serving import ServingError, chat, endpoint, server_info
@@ -77,7 +77,7 @@ class ValidateAction(Action):
             except ImageNotFound as exc:
                 findings.append(Finding("image_not_found", "error", str(exc), f"{node_name}/validate", node=node_name,
                                         advice="check --image / cluster.image, or push-image it to this node"))
-                rec.status, rec.message = "failed", str(exc)
+                rec.status, rec.message = FAIL, str(exc)
                 return ActionResult(self.name, False, str(exc), findings=findings)
             try:
                 model = await probe_model(node, path) if path else None
@@ -87,7 +87,7 @@ class ValidateAction(Action):
                                         evidence=(f"path {path!r}",), advice="copy the model there or fix model_path"))
             if model is None:
                 msg = findings[-1].title if findings else "no model_path configured"
-                rec.status, rec.message = "failed", msg
+                rec.status, rec.message = FAIL, msg
                 return ActionResult(self.name, False, msg, findings=findings)
             predicted_oom, fit_text = False, "memory not checked"
             try:
@@ -212,7 +212,7 @@ class ValidateAction(Action):
                     raise ServingError(f"{base}/v1/models lists no model", kind="no_model")
                 answer = await chat(base, info.models[0], SMOKE_PROMPT, api_key=api_key, max_tokens=64)
             except ServingError as exc:
-                rec.status, rec.message = "failed", str(exc)
+                rec.status, rec.message = FAIL, str(exc)
                 data["serving"] = {"error": str(exc)}
                 f = Finding("server_not_answering", "error", f"the API server does not answer: {exc}",
                             f"{node_name}/validate", node=node_name, evidence=(str(exc),),

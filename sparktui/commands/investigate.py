@@ -74,6 +74,7 @@ async def _live(args) -> int:
     from ..actions.investigate import DEFAULT_INTERVAL, InvestigateAction
     from ..config import load_config
     from ..logs.sanitize import safe
+    from ..model import FAIL
     from ..nodes import make_node
 
     config = load_config(args.config)
@@ -86,7 +87,7 @@ async def _live(args) -> int:
         nodes[n.name] = make_node(n)
 
     def show(e) -> None:
-        if e.status in ("started", "ok", "warn", "failed", "info") or e.step.startswith("round"):
+        if e.status in ("started", "ok", "warn", FAIL, "info") or e.step.startswith("round"):
             where = f"{e.node}: " if e.node else ""
             print(safe(f"[{e.step}] {e.status:>8} {where}{e.message}"), file=sys.stderr, flush=True)
 

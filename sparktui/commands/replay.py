@@ -8,35 +8,15 @@ engine, so the screen is the one the operator had at the end of the session.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
-from typing import Any
 
 from .. import model
 from ..timefmt import parse as parse_time
 
-_TYPES = {name: obj for name, obj in vars(model).items() if dataclasses.is_dataclass(obj) and isinstance(obj, type)}
-
 
 class ReplayError(Exception):
     pass
-
-
-def from_jsonable(obj: Any) -> Any:
-    """Inverse of ``session.to_jsonable`` for the model's dataclasses (lists come back as tuples)."""
-    if isinstance(obj, dict):
-        cls = _TYPES.get(obj.get("type", ""))
-        if cls is None:
-            return {k: from_jsonable(v) for k, v in obj.items()}
-        names = {f.name for f in dataclasses.fields(cls)}
-        kw = {k: from_jsonable(v) for k, v in obj.items() if k in names}
-        if cls is model.ContainerInfo and isinstance(kw.get("state"), str):
-            kw["state"] = model.ContainerState.parse(kw["state"])
-        return cls(**kw)
-    if isinstance(obj, list):
-        return tuple(from_jsonable(x) for x in obj)
-    return obj
 
 
 REPLAY_LOG_TAIL = 64 << 20  # per log file: a replay shows the end of a session, memory stays bounded
@@ -44,7 +24,7 @@ REPLAY_LOG_TAIL = 64 << 20  # per log file: a replay shows the end of a session,
 
 def load_session(path: Path) -> tuple[dict, list]:
     """(meta, events) of a session directory; ``ReplayError`` (one line) for a wrong kind or shape."""
-    from ..session_read import SessionError, open_session, read_events, read_logs, read_meta
+    from ..session_read import SessionError, from_jsonable, open_session, read_events, read_logs, read_meta
 
     if not path.is_dir():
         raise ReplayError(f"{path}: not a session directory")

@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from ..model import TIMELINE_STATUSES
 from ..session import latest_session, sessions_dir
 from ..session_read import SessionError, open_session, read_events, read_logs, read_meta
 
@@ -48,7 +49,6 @@ def _own_probe(source: str) -> bool:
     return source.rsplit("/", 1)[-1].startswith(PROBE_PREFIX)
 
 
-KEPT_STATUSES = ("started", "ok", "warn", "failed", "cancelled")
 PER_OPERATOR = 200  # action lines per operator: the newest
 
 
@@ -76,7 +76,7 @@ def _actions_section(actions: list[dict], others: list[dict], meta: dict) -> lis
     me = meta.get("operator") if isinstance(meta.get("operator"), str) else "this session"
     by: dict[str, list[tuple[float, str]]] = {}
     for e in actions:
-        if e.get("status") in KEPT_STATUSES:
+        if e.get("status") in TIMELINE_STATUSES:
             where = f" [{e['node']}]" if e.get("node") else ""
             by.setdefault(f"{me} (this session)", []).append(
                 (e.get("ts") or 0, f"{e.get('action')}/{e.get('step')}: {e.get('status')}{where} {e.get('message') or ''}".rstrip()))
@@ -157,7 +157,7 @@ def build_report(path: Path) -> str:
         state = "reachable" if e.get("reachable") else f"UNREACHABLE ({e.get('error') or 'no answer'})"
         timeline.append((e.get("ts") or 0, f"{e.get('node')}: {state}"))
     for e in actions:
-        if e.get("status") in ("started", "ok", "warn", "failed", "cancelled"):
+        if e.get("status") in TIMELINE_STATUSES:
             timeline.append((e.get("ts") or 0, f"action {e.get('action')}/{e.get('step')}: {e.get('status')} {e.get('message', '')}".rstrip()))
     for e in notes:
         timeline.append((e.get("ts") or 0, f"note ({e.get('author') or 'operator'}): {e.get('text')}"))

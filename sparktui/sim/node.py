@@ -18,10 +18,11 @@ import json
 from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable, Mapping, Sequence, Union
 
 from ..nodes.base import CommandResult, NodeError, NotSupported
+from ..units import GIB
 from . import formats, physics
 from .script import MODEL_GIB
 
-MODEL_BYTES = int(MODEL_GIB * physics.GIB)
+MODEL_BYTES = int(MODEL_GIB * GIB)
 
 if TYPE_CHECKING:
     from .cluster import SimCluster

@@ -11,10 +11,10 @@ import random
 from dataclasses import dataclass
 
 from ..model import GpuInfo, GpuProcess, MemoryInfo
+from ..units import GIB, KIB
 from .script import MODEL_GIB, Phase, Scene
 
-GIB = 1024 ** 3
-KB = 1024
+KB = KIB  # /proc/meminfo's "kB" are KiB
 MEM_TOTAL_KB = 124_610_196  # ~127.6 GB
 MEM_TOTAL = MEM_TOTAL_KB * KB
 SWAP_TOTAL = 16 * GIB - 4 * KB

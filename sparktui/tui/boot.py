@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import logging
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -12,21 +10,14 @@ if TYPE_CHECKING:
     from ..engine import Engine
     from ..nodes.base import Node
 
-log = logging.getLogger(__name__)
-
-# (module, class) of the engine processors, in order; missing ones are skipped
-PROCESSORS = (("sparktui.diagnosis", "Diagnoser"), ("sparktui.diagnosis.stall", "StallDetector"))
-
 
 def default_processors() -> list[Any]:
-    out = []
-    for module, name in PROCESSORS:
-        try:
-            cls = getattr(importlib.import_module(module), name)
-            out.append(cls())
-        except Exception as exc:  # not in this build yet, or broken: run without it
-            log.debug("processor %s.%s unavailable: %s", module, name, exc)
-    return out
+    """The engine's analysis, in order.  Both are part of every build: one that does not import
+    fails the start loudly rather than leaving the faces without findings."""
+    from ..diagnosis import Diagnoser
+    from ..diagnosis.stall import StallDetector
+
+    return [Diagnoser(), StallDetector()]
 
 
 def make_engine(config: "Config", sources: list, kind: str, extra_meta: dict | None = None, *,

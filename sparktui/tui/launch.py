@@ -12,7 +12,7 @@ through ConfirmModal.  This module never imports the launch action; it only rend
 - ``ready`` ok makes the head ready, and with it every worker (only the head serves);
 - the result turns the title into ``READY — <url>`` or ``FAILED — <summary>``.
 
-Row state is a CSS class (``-pending``, ``-running``, ``-ready``, ``-failed``).  A milestone
+Row state is a CSS class (``-pending``, ``-running``, ``-ready``, ``-fail``).  A milestone
 event re-renders only its own row, and only the parts of it that changed.
 """
 
@@ -31,7 +31,7 @@ from textual.worker import Worker, WorkerState
 
 from ..logs.redact import redact
 from ..logs.sanitize import clean_text, safe
-from ..model import MILESTONE_ORDER, ActionEvent
+from ..model import FAIL, MILESTONE_ORDER, ActionEvent
 from .messages import ActionDone
 from .screens.action import STATUS_STYLE, ActionScreen
 from .screens.findings import detail as finding_detail
@@ -54,8 +54,8 @@ LABELS = {
 }
 # marks: the glyph tells the state on its own (256 colours, monochrome, a screen reader of the text)
 DONE, SKIPPED, CURRENT, STUCK, PENDING = "✓", "–", "▸", "✗", "·"
-STATE_GLYPH = {"pending": "○", "running": "◐", "ready": "●", "failed": "✗"}
-STATES = ("pending", "running", "ready", "failed")
+STATE_GLYPH = {"pending": "○", "running": "◐", "ready": "●", FAIL: "✗"}
+STATES = ("pending", "running", "ready", FAIL)
 # what the title says while the action runs, by the step of the latest event
 PHASES = {"preflight": "checking the nodes…", "plan": "waiting for your answer…", "start": "starting containers…",
           "ray": "forming the Ray cluster…", "milestone": "starting vLLM…", "finding": "starting vLLM…",
@@ -84,7 +84,7 @@ class NodeTrack:
         if self.ready and not self.hard_failed:
             return "ready"
         if self.failed:
-            return "failed"
+            return FAIL
         if self.started or self.reached:
             return "running"
         return "pending"
@@ -135,7 +135,7 @@ class NodeTrack:
             if i == cur:
                 frac = self.reached.get(key) if key == "weights_loading" else None
                 pct = f" {frac * 100:.0f}%" if frac is not None else ""
-                if self.state == "failed":
+                if self.state == FAIL:
                     parts.append((f"{STUCK}{label}{pct}", "$error bold"))
                 else:
                     parts.append((f"{CURRENT}{label}{pct}", "$accent bold"))
@@ -156,8 +156,8 @@ class NodeTrack:
     def finding_line(self) -> Content:
         parts: list[tuple[str, str]] = []
         for fid, (status, title) in self.findings.items():
-            tone = "$error" if status in ("warn", "failed") else "$text-muted"
-            parts += [("⚠ " if status in ("warn", "failed") else "ℹ ", tone), (fid, tone + " bold"), (f"  {title}   ", tone)]
+            tone = "$error" if status in ("warn", FAIL) else "$text-muted"
+            parts += [("⚠ " if status in ("warn", FAIL) else "ℹ ", tone), (fid, tone + " bold"), (f"  {title}   ", tone)]
         return Content.assemble(*parts)
 
 
@@ -220,7 +220,7 @@ class LaunchScreen(ActionScreen):
         self.rows: dict[str, LaunchNodeRow] = {}
         self.head: str = ""
         self.executor: str = ""
-        self.outcome: str = "running"  # running / ready / failed / detached
+        self.outcome: str = "running"  # running / ready / fail / detached
         self.url: str = ""
         self._styles: dict[tuple[str, str], str] = {}
         self._last_milestone: dict[str, str] = {}
@@ -271,7 +271,7 @@ class LaunchScreen(ActionScreen):
             parts += [("   Esc: stop watching   ", "$text-muted"), (self._phase, "$primary bold")]
         elif self.outcome == "ready":
             parts += [("   ", ""), (f"READY — {self.url}" if self.url else "READY", "$success bold")]
-        elif self.outcome == "failed":
+        elif self.outcome == FAIL:
             summary = self.result.summary if self.result is not None else self._failure
             parts += [("   ", ""), (f"FAILED — {summary}", "$error bold")]
         else:
@@ -281,7 +281,7 @@ class LaunchScreen(ActionScreen):
     def _set_outcome(self, outcome: str) -> None:
         self.outcome = outcome
         title = self.query_one("#launch-title", Static)
-        for s in ("running", "ready", "failed", "detached"):
+        for s in ("running", "ready", FAIL, "detached"):
             title.set_class(s == outcome, f"-{s}")
         title.update(self._title())
 
@@ -341,7 +341,7 @@ class LaunchScreen(ActionScreen):
         elif ev.step == "finding" and ev.node:
             t = self._track(ev.node)
             t.findings[ev.key or ev.message] = (ev.status, ev.message)
-            if ev.status in ("warn", "failed") and not t.failed:
+            if ev.status in ("warn", FAIL) and not t.failed:
                 t.failed = ev.message or ev.key
             changed.add(t.name)
         elif ev.step in ("preflight", "start") and ev.node:
@@ -350,7 +350,7 @@ class LaunchScreen(ActionScreen):
                 t.started = True
             if ev.message:
                 t.message = f"{ev.step}: {ev.message}"
-            if ev.status == "failed":
+            if ev.status == FAIL:
                 t.failed, t.hard_failed = ev.message or f"{ev.step} failed", True
             changed.add(t.name)
         elif ev.step == "ready":
@@ -362,7 +362,7 @@ class LaunchScreen(ActionScreen):
                     t.ready = True
                     self.url = self.url or _url_in(ev.message)
                     self._head_ready()
-                elif ev.status == "failed" and not t.ready:
+                elif ev.status == FAIL and not t.ready:
                     t.failed = ev.message or "the API never answered"
                 changed.add(t.name)
         for name in changed:
@@ -423,7 +423,7 @@ class LaunchScreen(ActionScreen):
                 self._head_ready()
             self._set_outcome("ready")
         else:
-            self._set_outcome("failed")
+            self._set_outcome(FAIL)
 
     def _show_result(self) -> None:
         r = self.result
@@ -445,7 +445,7 @@ class LaunchScreen(ActionScreen):
         if event.state is WorkerState.ERROR:
             err = event.worker.error
             self._failure = f"{type(err).__name__}: {err}"
-            self._set_outcome("failed")
+            self._set_outcome(FAIL)
         elif event.state is WorkerState.CANCELLED:
             self.query_one("#action-summary", Static).update(
                 Content.styled("stopped watching; the containers keep running (the Stop action removes them)",

@@ -24,7 +24,7 @@ from textual.widgets import Footer, Input, Static
 from textual.worker import Worker, WorkerState
 
 from ..logs.sanitize import clean_line, clean_text
-from ..model import ActionEvent
+from ..model import FAIL, ActionEvent
 from .screens.action import RunsActions
 
 if TYPE_CHECKING:
@@ -211,7 +211,7 @@ class PromptScreen(RunsActions, Screen[None]):
         self.query_one("#prompt-options", Static).update(Content.assemble(*parts))
 
     def _set_state(self, state: str) -> None:
-        for s in ("-streaming", "-done", "-failed", "-length"):
+        for s in ("-streaming", "-done", "-fail", "-length"):
             self.remove_class(s)
         if state:
             self.add_class(state)
@@ -250,7 +250,7 @@ class PromptScreen(RunsActions, Screen[None]):
                      + (f", ttft {a.ttft_s * 1000:.0f} ms" if a.ttft_s is not None else ""))
 
     def on_prompt_failed(self, message: PromptFailed) -> None:
-        self._set_state("-failed")
+        self._set_state("-fail")
         hint = {"auth": "check the API key variable the config names (api_key_env)",
                 "http_401": "check the API key variable the config names (api_key_env)",
                 "timeout": "the server stopped sending: look at the head node's log",
@@ -260,7 +260,7 @@ class PromptScreen(RunsActions, Screen[None]):
         self.query_one("#prompt-stats", Static).update(Content.styled(clean_line(message.error), "$error"))
         self.query_one("#prompt-note", Static).update(Content.styled(hint, "$text-muted"))
         if self._worker is not None:  # a failed request is a timeline fact; not finding the API before one is not
-            self._record("failed", clean_line(message.error))
+            self._record(FAIL, clean_line(message.error))
 
     def _record(self, status: str, message: str) -> None:
         engine = getattr(self.app, "engine", None)
@@ -269,7 +269,7 @@ class PromptScreen(RunsActions, Screen[None]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker is self._worker and event.state is WorkerState.CANCELLED:
-            self._set_state("-failed")
+            self._set_state("-fail")
             self.query_one("#prompt-stats", Static).update(Content.styled("cancelled mid-stream", "$warning"))
             self._record("cancelled", "cancelled mid-stream")
 

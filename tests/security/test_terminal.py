@@ -158,7 +158,7 @@ def test_doctor_table_and_action_printer_are_neutralised():
     _no_controls(out)
     assert "FAIL" in out and "GB10" in out and "sekritvalue77" not in out
     err = io.StringIO()
-    _Printer(err)(ActionEvent("doctor", "driver", "failed", message=f"nvidia-smi says {HOSTILE}", node="spark1"))
+    _Printer(err)(ActionEvent("doctor", "driver", "fail", message=f"nvidia-smi says {HOSTILE}", node="spark1"))
     _no_controls(err.getvalue())
     assert "nvidia-smi says GB10" in err.getvalue()
 

@@ -52,7 +52,7 @@ class ScriptedLaunch(Action):
         if self.fail:
             e("finding", "warn", "Ray worker spark2 never joined the cluster", node="spark2", key="ray_worker_missing")
             e("ready", "started", "waiting for the API")
-            e("ready", "failed", "the API did not answer: the Ray cluster has 1/2 nodes")
+            e("ready", "fail", "the API did not answer: the Ray cluster has 1/2 nodes")
             f = Finding("ray_worker_missing", "error", "Ray worker spark2 never joined the cluster", node="spark2",
                         advice="Check the fabric link and ray start on spark2")
             return ActionResult(self.name, False, "spark2 never joined the Ray cluster", findings=[f],
@@ -180,13 +180,13 @@ async def test_launch_fails_finding_on_the_worker_row_title_reads_failed():
         await _finish(pilot, screen)
         s1, s2 = _row(screen, "spark1"), _row(screen, "spark2")
         assert not screen.result.ok
-        assert s2.has_class("-failed") and s2.has_class("-findings")
+        assert s2.has_class("-fail") and s2.has_class("-findings")
         assert "ray_worker_missing" in _text(s2.query_one(".launch-node-findings"))
         assert "✗ray" in _text(s2.query_one(".launch-node-ladder"))  # stuck where it stopped
-        assert s1.has_class("-failed")  # the head never served
+        assert s1.has_class("-fail")  # the head never served
         assert not s1.has_class("-findings")
         title = screen.query_one("#launch-title")
-        assert title.has_class("-failed")
+        assert title.has_class("-fail")
         assert _text(title).rstrip().endswith("FAILED — spark2 never joined the Ray cluster")
         await wait_for(pilot, lambda: "FAILED — spark2 never joined the Ray cluster" in screen_text(app), "FAILED")
         assert any("ray_worker_missing" in ln or "never joined" in ln for ln in screen.query_one("Log").lines)
@@ -247,7 +247,7 @@ def test_node_track_ladder_and_progress():
     assert t.progress() == (4.25, 9)
     assert t.ladder().plain.startswith("✓container –ray –arch –nccl ▸weights 25% ·loaded")
     t.failed = "cuda_oom"
-    assert t.state == "failed" and "✗weights 25%" in t.ladder().plain
+    assert t.state == "fail" and "✗weights 25%" in t.ladder().plain
     t.reach("api_ready", None)  # a node that serves is ready, whatever was raised before
     assert t.state == "ready" and t.progress() == (9.0, 9)
 

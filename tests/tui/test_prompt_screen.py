@@ -120,7 +120,7 @@ async def test_before_the_server_is_up_the_screen_says_so(_state):
         await pilot.press("P")
         await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "the prompt screen")
         screen = app.screen
-        await wait_for(pilot, lambda: screen.has_class("-failed"), "the failure shown", rounds=2000)
+        await wait_for(pilot, lambda: screen.has_class("-fail"), "the failure shown", rounds=2000)
         shown = screen_text(app)
         assert "refused" in shown.lower() or "cannot" in shown.lower(), shown
         assert "is the server up?" in shown

@@ -4,6 +4,8 @@ following the newest row."""
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
+
 from conftest import build_app, screen_text, wait_for
 
 from sparktui.model import ActionEvent, Finding, FindingRaised, TimelineEntry
@@ -20,17 +22,28 @@ async def _note(pilot, app, text: str) -> None:
     await wait_for(pilot, lambda: not isinstance(app.screen, NoteModal), "the note box to close")
 
 
-async def test_note_key_adds_a_timestamped_note_from_the_main_screen_and_the_timeline():
-    app = build_app(t=30)
-    async with app.run_test(size=(140, 40)) as pilot:
+@asynccontextmanager
+async def _on_main_screen(t: float, size: tuple[int, int]):
+    """(app, pilot) of the demo at ``t`` seconds, once its main screen is up."""
+    app = build_app(t=t)
+    async with app.run_test(size=size) as pilot:
         await wait_for(pilot, lambda: app.screen.__class__.__name__ == "MainScreen", "the main screen")
+        yield app, pilot
+
+
+async def _open_timeline(pilot, app) -> None:
+    await pilot.press("L")
+    await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen), "the timeline")
+
+
+async def test_note_key_adds_a_timestamped_note_from_the_main_screen_and_the_timeline():
+    async with _on_main_screen(30, (140, 40)) as (app, pilot):
         await _note(pilot, app, "restarted rank 1")
         notes = app.engine.state.notes
         assert [n.text for n in notes] == ["restarted rank 1"]
         assert notes[0].author == app.operator and "@" in app.operator and notes[0].ts > 0
         # from any screen: over the timeline too, where the note shows up at once; Esc drops one unsaid
-        await pilot.press("L")
-        await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen), "the timeline")
+        await _open_timeline(pilot, app)
         await _note(pilot, app, "second")
         assert isinstance(app.screen, TimelineScreen)
         await wait_for(pilot, lambda: "second" in screen_text(app), "the note on the timeline")
@@ -42,16 +55,13 @@ async def test_note_key_adds_a_timestamped_note_from_the_main_screen_and_the_tim
 
 
 async def test_timeline_screen_lists_every_kind_and_follows_the_newest():
-    app = build_app(t=120)
-    async with app.run_test(size=(160, 45)) as pilot:
-        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "MainScreen", "the main screen")
+    async with _on_main_screen(120, (160, 45)) as (app, pilot):
         await _note(pilot, app, "first note")
         app.engine.process([ActionEvent("doctor", "ssh", "ok", "spark1 reachable", node="spark1",
                                         ts=DEMO_EPOCH + 121),
                             FindingRaised(Finding("cuda_oom", "error", "CUDA out of memory", node="spark2",
                                                   ts=DEMO_EPOCH + 100))])
-        await pilot.press("L")
-        await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen), "the timeline")
+        await _open_timeline(pilot, app)
         screen: TimelineScreen = app.screen  # type: ignore[assignment]
         kinds = {r.kind for r in screen.rows}
         assert {"action", "finding", "change", "note"} <= kinds, kinds
@@ -72,9 +82,9 @@ async def test_timeline_screen_lists_every_kind_and_follows_the_newest():
         await wait_for(pilot, lambda: not screen.follow, "detached")
         row = table.cursor_row
         app.engine.process([TimelineEntry(kind="action", operator="bo@desk", session="s-b", action="launch",
-                                          step="start", status="failed", message="port in use", ts=2e9 + 1)])
+                                          step="start", status="fail", message="port in use", ts=2e9 + 1)])
         app.refresh_now()
-        await wait_for(pilot, lambda: "launch/start: failed" in screen_text(app), "the other's action")
+        await wait_for(pilot, lambda: "launch/start: fail" in screen_text(app), "the other's action")
         assert table.cursor_row == row and "DETACHED" in screen_text(app)
         await pilot.press("end")
         await wait_for(pilot, lambda: screen.follow and table.cursor_row == len(screen.rows) - 1, "following")
@@ -83,12 +93,9 @@ async def test_timeline_screen_lists_every_kind_and_follows_the_newest():
 
 
 async def test_timeline_text_from_another_operator_is_data_not_markup():
-    app = build_app(t=10)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await wait_for(pilot, lambda: app.screen.__class__.__name__ == "MainScreen", "the main screen")
+    async with _on_main_screen(10, (140, 40)) as (app, pilot):
         app.engine.process([TimelineEntry(kind="note", operator="[bold]eve[/]@x", session="s",
                                           message="[red]not markup[/red]", ts=2e9)])
-        await pilot.press("L")
-        await wait_for(pilot, lambda: isinstance(app.screen, TimelineScreen), "the timeline")
+        await _open_timeline(pilot, app)
         text = screen_text(app)
         assert "[red]not markup[/red]" in text and "[bold]eve[/]@x" in text

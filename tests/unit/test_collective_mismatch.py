@@ -9,6 +9,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -240,27 +241,36 @@ def test_capture_folders_unchanged(capsys):
 # --------------------------------------------------------------------------- live: the debug-info pipe
 
 
-_FAKE_RANK = r"""
+def _pipe_rank(setup: str, dump: str, seconds: int) -> str:
+    """The source of a stand-in torch rank: ``setup`` opens the debug-info pipe as ``fd`` (as torch
+    holds it: a non-blocking reader), then for ``seconds`` each poke at the pipe runs ``dump``."""
+    return f"""
 import os, pickle, sys, time
-pipe = os.environ["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] + os.environ["RANK"] + ".pipe"
-os.mkfifo(pipe)
-fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
-print("ready", flush=True)
-end = time.time() + 30
+{setup.strip()}
+end = time.time() + {seconds}
 while time.time() < end:
     try:
         got = os.read(fd, 64)
     except BlockingIOError:
         got = b""
     if got:
-        data = {"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": [
-            {"collective_seq_id": 7, "profiling_name": "nccl:broadcast", "state": "scheduled",
-             "input_sizes": [[4]], "output_sizes": [[4]], "process_group": ("0", "default_pg")}]}
-        with open(os.environ["TORCH_FR_DUMP_TEMP_FILE"] + os.environ["RANK"], "wb") as fh:
-            fh.write(pickle.dumps(data))
+{textwrap.indent(dump.strip(), " " * 8)}
     time.sleep(0.1)
 """
 
+
+_FAKE_RANK = _pipe_rank(r"""
+pipe = os.environ["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] + os.environ["RANK"] + ".pipe"
+os.mkfifo(pipe)
+fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+print("ready", flush=True)
+""", r"""
+data = {"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": [
+    {"collective_seq_id": 7, "profiling_name": "nccl:broadcast", "state": "scheduled",
+     "input_sizes": [[4]], "output_sizes": [[4]], "process_group": ("0", "default_pg")}]}
+with open(os.environ["TORCH_FR_DUMP_TEMP_FILE"] + os.environ["RANK"], "wb") as fh:
+    fh.write(pickle.dumps(data))
+""", 30)
 
 def test_frdump_probe_writes_the_pipe_and_reads_the_dump(tmp_path):
     from sparktui.probes import procfs
@@ -300,8 +310,7 @@ def test_frdump_probe_without_a_reader_is_bounded(tmp_path):
         p.wait()
 
 
-_ARMED_RANK = r"""
-import os, pickle, sys, time
+_ARMED_RANK = _pipe_rank(r"""
 print(open(sys.argv[1]).read(), end="", flush=True)
 rank = os.environ["RANK"]
 pipe = os.environ["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] + rank + ".pipe"
@@ -315,21 +324,13 @@ entries.append({"collective_seq_id": 151, "profiling_name": "nccl:all_reduce" if
                 "state": "started", "input_sizes": [[1048576]], "output_sizes": [[1048576]],
                 "process_group": ("0", "default_pg"),
                 "frames": [{"name": "step", "filename": "/app/train.py", "line": 40 + int(rank)}]})
-end = time.time() + 120
-while time.time() < end:
-    try:
-        got = os.read(fd, 64)
-    except BlockingIOError:
-        got = b""
-    if got:
-        with open(os.environ["TORCH_FR_DUMP_TEMP_FILE"] + rank, "wb") as fh:
-            fh.write(pickle.dumps({"version": "2.10", "pg_config": {"0": {"name": "0", "desc": "default_pg"}},
-                                   "pg_status": {"0": {"last_enqueued_collective": 151,
-                                                       "last_completed_collective": 150}},
-                                   "entries": entries}))
-    time.sleep(0.1)
-"""
-
+""", r"""
+with open(os.environ["TORCH_FR_DUMP_TEMP_FILE"] + rank, "wb") as fh:
+    fh.write(pickle.dumps({"version": "2.10", "pg_config": {"0": {"name": "0", "desc": "default_pg"}},
+                           "pg_status": {"0": {"last_enqueued_collective": 151,
+                                               "last_completed_collective": 150}},
+                           "entries": entries}))
+""", 120)
 
 async def test_live_investigation_takes_fr_dumps_through_the_pipe(tmp_path):
     """Two armed stand-in ranks (real processes, real FIFOs, the pipe protocol torch uses): the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 
 from sparktui.config import demo_config
@@ -11,6 +12,7 @@ from sparktui.logs.sanitize import clean_line
 from sparktui.logs.store import LogStore
 from sparktui.model import Finding, FindingRaised, LogBatch, LogLine, MemoryInfo, MemorySample, Note
 from sparktui.session import Session, redact, sessions_dir
+from sparktui.session_read import from_jsonable
 
 
 class EchoFinder:
@@ -122,3 +124,17 @@ def test_memory_sample_roundtrip_to_json(tmp_path):
     session.close()
     ev = Session.open(session.path).read_events()[0]
     assert ev["type"] == "MemorySample" and ev["memory"]["total"] == 10
+
+
+def test_an_older_sessions_failed_step_reads_back_as_fail(tmp_path):
+    # sparktui before the status words were one wrote "failed" for a step (and a shared-timeline entry)
+    session = Session.create("c", root=tmp_path)
+    session.close()
+    old = [{"type": "ActionEvent", "action": "launch", "step": "start", "status": "failed", "message": "port in use",
+            "node": "spark1", "ts": 1000.0},
+           {"type": "TimelineEntry", "kind": "action", "operator": "bo@desk", "session": "s", "action": "stop",
+            "step": "remove", "status": "failed", "ts": 1001.0}]
+    (session.path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in old))
+    events = Session.open(session.path).read_events()
+    assert [(e["type"], e["status"]) for e in events] == [("ActionEvent", "fail"), ("TimelineEntry", "fail")]
+    assert [from_jsonable(e).status for e in events] == ["fail", "fail"]  # replay rebuilds today's word

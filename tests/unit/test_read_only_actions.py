@@ -65,7 +65,7 @@ async def test_each_mutating_action_is_refused_in_read_only_mode(entry, cluster,
     assert not result.ok and result.exit_code == 1
     assert result.summary == f"{entry.name} refused: read-only mode (--read-only) forbids changing the cluster"
     assert result.data == {"refused": "read_only"}
-    assert [(e.step, e.status) for e in events] == [("start", "failed")] and "read-only" in events[0].message
+    assert [(e.step, e.status) for e in events] == [("start", "fail")] and "read-only" in events[0].message
     assert all(not n.calls for n in nodes.values()), {k: n.calls for k, n in nodes.items()}
     assert not asked and ctx.lock is None and not any(tmp_path.iterdir())
 

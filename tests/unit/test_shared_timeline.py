@@ -87,6 +87,11 @@ def test_a_record_line_stays_under_one_atomic_write():
     assert parse_record(line[:-1]).message.startswith("é")
 
 
+def test_an_older_operators_failed_step_reads_as_fail():
+    line = record_line(ts=1.0, operator="a@b", session="s", kind="action", action="stop", step="remove", status="failed")
+    assert parse_record(line[:-1]).status == "fail"
+
+
 async def test_reader_sees_only_new_lines_of_other_operators(home):
     me = TimelineWriter(node(), CLUSTER, session="s-me", operator="ana@laptop")
     other = TimelineWriter(node(), CLUSTER, session="s-other", operator="bo@desk")

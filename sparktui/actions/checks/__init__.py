@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...model import Finding
+from ...model import FAIL, OK, SKIP, WARN, CheckStatus, Finding
 
-STATUS_RANK = {"fail": 0, "warn": 1, "ok": 2, "skip": 3}
+STATUS_RANK = {FAIL: 0, WARN: 1, OK: 2, SKIP: 3}
 
 
 @dataclass
 class CheckResult:
     check: str  # "ssh", "docker", "image_id", "model_path", "architecture", ...
-    status: str  # ok / warn / fail / skip
+    status: CheckStatus
     title: str
     node: str = ""
     evidence: tuple[str, ...] = ()
@@ -35,30 +35,30 @@ class CheckResult:
         return d
 
     def to_finding(self) -> Finding | None:
-        if self.status not in ("fail", "warn") or not self.finding:
+        if self.status not in (FAIL, WARN) or not self.finding:
             return None
-        return Finding(id=self.finding, severity="error" if self.status == "fail" else "warning",
+        return Finding(id=self.finding, severity="error" if self.status == FAIL else "warning",
                        title=self.title, source=f"{self.node}/doctor" if self.node else "doctor",
                        evidence=self.evidence, advice=self.fix, node=self.node)
 
 
 def worst(results: list[CheckResult]) -> str:
     if not results:
-        return "skip"
+        return SKIP
     return min((r.status for r in results), key=lambda s: STATUS_RANK[s])
 
 
 def ok(check: str, title: str, node: str = "", evidence=(), **kw) -> CheckResult:
-    return CheckResult(check, "ok", title, node, tuple(evidence), **kw)
+    return CheckResult(check, OK, title, node, tuple(evidence), **kw)
 
 
 def warn(check: str, title: str, node: str = "", evidence=(), fix: str = "", finding: str = "", **kw) -> CheckResult:
-    return CheckResult(check, "warn", title, node, tuple(evidence), fix, finding, **kw)
+    return CheckResult(check, WARN, title, node, tuple(evidence), fix, finding, **kw)
 
 
 def fail(check: str, title: str, node: str = "", evidence=(), fix: str = "", finding: str = "", **kw) -> CheckResult:
-    return CheckResult(check, "fail", title, node, tuple(evidence), fix, finding, **kw)
+    return CheckResult(check, FAIL, title, node, tuple(evidence), fix, finding, **kw)
 
 
 def skip(check: str, title: str, node: str = "", evidence=()) -> CheckResult:
-    return CheckResult(check, "skip", title, node, tuple(evidence))
+    return CheckResult(check, SKIP, title, node, tuple(evidence))

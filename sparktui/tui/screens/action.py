@@ -21,7 +21,7 @@ from textual.worker import Worker, WorkerState
 
 from ...logs.redact import redact
 from ...logs.sanitize import clean_text, safe
-from ...model import ActionEvent, FindingRaised
+from ...model import FAIL, ActionEvent, FindingRaised
 from ..messages import ActionDone, ActionProgress
 from .confirm import ConfirmModal
 from .findings import detail as finding_detail
@@ -48,7 +48,7 @@ class RunsActions:
         factory = self._make_context or self.app.make_action_context  # type: ignore[attr-defined]
         return factory(emit=emit, confirm=confirm)
 
-STATUS_STYLE = {"ok": "$success", "warn": "$warning", "failed": "$error", "cancelled": "$warning",
+STATUS_STYLE = {"ok": "$success", "warn": "$warning", FAIL: "$error", "cancelled": "$warning",
                 "started": "$primary", "progress": "$primary", "info": "$text-muted"}
 
 

@@ -20,15 +20,15 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from ...logs.sanitize import safe
+from ...model import FAIL, TIMELINE_STATUSES
 
 if TYPE_CHECKING:
     from ...state import ClusterState
     from ..app import SparkApp
 
-ACTION_STATUSES = frozenset({"started", "ok", "warn", "failed", "cancelled"})
 NOTE_CHARS = 500
 # row kind / outcome -> theme variable of its colour
-STYLE_VAR = {"note": "accent", "finding": "warning", "failed": "error", "warn": "warning", "ok": "success",
+STYLE_VAR = {"note": "accent", "finding": "warning", FAIL: "error", "warn": "warning", "ok": "success",
              "cancelled": "warning", "change": "secondary"}
 
 
@@ -46,7 +46,7 @@ def timeline_rows(state: "ClusterState", me: str) -> list[Row]:
     """Every timeline row of ``state``, oldest first.  ``me``: this operator (``user@host``)."""
     rows: list[Row] = []
     for a in state.actions:
-        if a.status in ACTION_STATUSES:
+        if a.status in TIMELINE_STATUSES:
             text = f"{a.action}/{a.step}: {a.status}" + (f" — {a.message}" if a.message else "")
             rows.append(Row(a.ts, me, "action", a.node, text, a.status))
     for f in state.findings:
