@@ -141,8 +141,16 @@ def _run(flood_s: float) -> list[dict]:
     end_of_flood = max((r["rss"] for r in flood), default=0) / 2**20
     last = samples[-1] if samples else {}
     path = session / "logs" / "spark1" / f"{name}.log" if session else None
-    in_file = sum(1 for _ in open(path, "rb")) if path and path.exists() else 0
+    # the file's lines, less the one note a capped file ends with (not a line of the container's)
+    in_file = notes = 0
+    if path and path.exists():
+        with open(path, "rb") as fh:
+            for line in fh:
+                in_file += 1
+                notes += line.startswith(b"[sparktui: this session log reached its cap")
+    in_file -= notes
     lost = last.get("lost", 0)
+    unsaved = last.get("unsaved", 0)
     rows = [
         _row(f"flood: lines printed ({RATE}/s for {flood_s:.0f} s)", printed, "lines"),
         _row("flood: RSS of the TUI, max", max(rss, default=0), "MiB", "<= 400 MB", max(rss, default=0) * 2**20 <= 400e6),
@@ -154,8 +162,10 @@ def _run(flood_s: float) -> list[dict]:
         _row("flood: view behind the source, median", statistics.median(behind) if behind else None, "s"),
         _row("flood: lines the pane reports skipped (in the session file)", last.get("skipped"), "lines"),
         _row("flood: lines the pane reports lost", lost, "lines"),
-        _row("flood: session file lines + reported lost - printed", (in_file + lost - printed) if printed else None,
-             "lines", "0", printed is not None and in_file + lost == printed),
+        _row("flood: lines the pane reports not saved (the session file reached its cap)", unsaved, "lines"),
+        _row("flood: session file lines + reported lost + not saved - printed",
+             (in_file + lost + unsaved - printed) if printed else None, "lines", "0",
+             printed is not None and in_file + lost + unsaved == printed),
     ]
     return rows
 
