@@ -140,27 +140,21 @@ class Engine:
         """Apply a batch synchronously (also used by tests and offline replays)."""
         out: list[Event] = []
         queue = collections.deque(events)
-        analysed: set[int] = set()
         while queue:
             ev = queue.popleft()
             if isinstance(ev, _Analysed):  # the worker's: analysed and recorded there already
-                queue.extendleft(reversed(ev.events))
-                analysed.update(map(id, ev.events))
+                self._take_analysed(ev, out)
                 continue
             if isinstance(ev, _Unsaved):
-                self._from_worker(ev)
+                self._gap(ev.node, ev.source, **({"skipped": -ev.n, "lost": ev.n} if ev.skipped else {"unsaved": ev.n}))
+                continue
+            if isinstance(ev, _WorkerGone):
+                self._worker_gone(ev.why)
                 continue
             if isinstance(ev, LogBlock):  # a follower's skipped lines: the session file only
                 self._skip(ev, ev.count)
                 continue
-            out.append(ev)
-            self.state = reduce(self.state, ev)
-            if isinstance(ev, LogBatch):
-                self.logs.append(ev.node, ev.source, list(ev.lines))
-            elif isinstance(ev, LogLine):
-                self.logs.append(ev.node, ev.source, [ev])
-            if id(ev) in analysed:
-                continue
+            self._show(ev, out)
             worker = self.worker
             if worker is not None and worker.alive:
                 if isinstance(ev, (LogBatch, LogLine)):
@@ -180,6 +174,20 @@ class Engine:
             except Exception:
                 log.exception("subscriber failed")
         return out
+
+    def _take_analysed(self, msg: "_Analysed", out: list[Event]) -> None:
+        """What the worker derived: reduced and shown here, never analysed nor recorded again."""
+        for ev in msg.events:
+            self._show(ev, out)
+
+    def _show(self, ev: Event, out: list[Event]) -> None:
+        """Into the state and the store, and out to the subscribers."""
+        out.append(ev)
+        self.state = reduce(self.state, ev)
+        if isinstance(ev, LogBatch):
+            self.logs.append(ev.node, ev.source, list(ev.lines))
+        elif isinstance(ev, LogLine):
+            self.logs.append(ev.node, ev.source, [ev])
 
     def _record(self, ev: Event) -> int:
         if self.worker is not None and self.worker.alive:
@@ -305,7 +313,7 @@ class Engine:
 
     def _start_worker(self) -> None:
         worker = AnalysisWorker(on_derived=lambda evs: self.emit(_Analysed(tuple(evs))),
-                                on_unsaved=lambda node, source, n: self.emit(_Unsaved(node, source, n)),
+                                on_unsaved=lambda node, source, n, skipped: self.emit(_Unsaved(node, source, n, skipped)),
                                 on_dead=self._worker_died)
         try:
             worker.start(self.session.path if self.session is not None else None,
@@ -316,10 +324,7 @@ class Engine:
             return
         self.worker = worker
 
-    def _from_worker(self, msg: "_Unsaved") -> None:
-        if not msg.dead:
-            self._gap(msg.node, msg.source, unsaved=msg.n)
-            return
+    def _worker_gone(self, why: str) -> None:
         # the worker is gone: analyse here from now on (this process's processors were never fed:
         # what the worker's had learnt is lost, said in the log) and write the session files from
         # here, appending
@@ -330,11 +335,11 @@ class Engine:
             self.processors = load_factory(self.processor_factory)()
         if self._loop is not None and self.started:
             self._tasks.append(self._loop.create_task(self._ticker(), name="engine-ticker"))
-        log.warning("analysis worker gone (%s): analysing in this process", msg.dead)
+        log.warning("analysis worker gone (%s): analysing in this process", why)
 
     def _worker_died(self, why: str) -> None:
         """Go on here: fresh processors, this process writes the session files (appending)."""
-        self.emit(_Unsaved("", "", 0, why))
+        self.emit(_WorkerGone(why))
 
     async def _run_source(self, src: EventSource) -> None:
         try:
@@ -381,13 +386,20 @@ class _Analysed:
 
 @dataclass(frozen=True)
 class _Unsaved:
-    """From the worker's reader thread: lines a full session file did not take; or, with ``dead``,
-    that the worker is gone."""
+    """From the worker: ``n`` lines a full session file did not take.  Lines that were skipped (not
+    shown either) are then lost, not skipped: nothing kept them."""
 
     node: str
     source: str
     n: int
-    dead: str = ""
+    skipped: bool = False
+
+
+@dataclass(frozen=True)
+class _WorkerGone:
+    """From the worker's threads: it is gone (why); this process analyses from now on."""
+
+    why: str
 
 
 def _line_count(ev: "LogBatch | LogLine | LogBlock") -> int:

@@ -26,7 +26,7 @@ SEND_BATCH = 64  # items per frame at most: one pickle per ~30k lines under a fl
 
 
 class AnalysisWorker:
-    def __init__(self, *, on_derived: Callable[[list], None], on_unsaved: Callable[[str, str, int], None],
+    def __init__(self, *, on_derived: Callable[[list], None], on_unsaved: Callable[[str, str, int, bool], None],
                  on_dead: Callable[[str], None]) -> None:
         self.on_derived, self.on_unsaved, self.on_dead = on_derived, on_unsaved, on_dead
         self.proc: subprocess.Popen | None = None
@@ -101,7 +101,7 @@ class AnalysisWorker:
                 elif kind == "derived":
                     self.on_derived(msg[1])
                 elif kind == "unsaved":
-                    self.on_unsaved(msg[1], msg[2], msg[3])
+                    self.on_unsaved(msg[1], msg[2], msg[3], msg[4])
         except Exception as exc:  # a frame we cannot read: treat as dead
             self._died(f"unreadable answer: {exc}")
             return

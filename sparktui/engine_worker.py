@@ -11,7 +11,8 @@ Both sides speak in frames: a 4-byte big-endian length, then a pickle.  To the w
 where an item is an event, or a log batch as plain lists (``("lines", skip, node, source, texts,
 stamps, seqs, raw_ts)``: several times cheaper to pickle than LogLine objects; ``skip`` means
 session file only), and ``("stop",)``.  From the worker: ``("derived", [events])``,
-``("done", lines)`` after each message, ``("unsaved", node, source, n)``.
+``("done", lines)`` after each message, ``("unsaved", node, source, n, skipped)`` (lines the
+session file did not take; ``skipped``: lines that were not shown either).
 
 Run as ``python -m sparktui.engine_worker``: stdin and stdout carry the frames, stderr is a file.
 """
@@ -216,12 +217,12 @@ def serve(rd_fd: int, wr: IO[bytes]) -> int:
                     lines += len(ev.lines)
                     got, unsaved = work.handle(ev, skip=skip)
                     if unsaved:
-                        write_frame(wr, ("unsaved", ev.node, ev.source, unsaved))
+                        write_frame(wr, ("unsaved", ev.node, ev.source, unsaved, skip))
                 elif isinstance(item, LogBlock):  # skipped by its follower: the session file only
                     lines += item.count
                     got, unsaved = work.handle(item, skip=True)
                     if unsaved:
-                        write_frame(wr, ("unsaved", item.node, item.source, unsaved))
+                        write_frame(wr, ("unsaved", item.node, item.source, unsaved, True))
                 else:
                     got, _ = work.handle(item)
                 derived += got

@@ -134,3 +134,22 @@ async def test_a_followers_block_crosses_to_the_worker_and_is_written_in_order(t
         await eng.stop()
     text = session.log_path(NODE, SRC).read_text().splitlines()
     assert text == [f"INFO step {i}" for i in range(1, 100)] + [OOM]
+
+
+async def test_at_a_full_session_file_skipped_lines_count_lost_and_shown_ones_unsaved(tmp_path):
+    """Each line is counted once: a skipped line the file did not take was kept nowhere (lost); a
+    shown line it did not take is on the screen only (unsaved)."""
+    from sparktui.model import LogBlock
+
+    session = Session.create("t", root=tmp_path, max_log_bytes=300)
+    eng = Engine(demo_config(), session=session, processor_factory=FACTORY, offload=True)
+    await eng.start()
+    try:
+        eng.emit(LogBlock(NODE, SRC, b"".join(f"INFO step {i}\n".encode() for i in range(1, 101)), 100, 100))
+        eng.emit(_batch(101, [f"INFO step {i}" for i in range(101, 111)]))
+        s = eng.logs.series(NODE, SRC)
+        await _until(eng, lambda: s.lost + s.skipped == 100 and s.lost > 0 and s.unsaved == 10, "the worker's counts")
+    finally:
+        await eng.stop()
+    kept = [ln for ln in session.log_path(NODE, SRC).read_text().splitlines() if ln.startswith("INFO")]
+    assert len(kept) == s.skipped and s.total == 10  # skipped = in the file; the 10 shown are not
