@@ -22,6 +22,7 @@ from .checks.fabric import fabric_results, gather_fabric
 from .checks.fit import fit_results, parse_meminfo
 
 MAX_ALTERNATIVES = 6
+ALTERNATIVES_AT_ONCE = 3  # each probe holds a worker thread while it waits: leave the rest to the app
 STEP_STATUS = {OK: OK, SKIP: OK, WARN: WARN, FAIL: FAIL}  # a check's word as its step's
 CHECK_WORD = {FAIL: "failed", WARN: "warned", OK: "ok", SKIP: "skipped"}  # prose: "2 failed, 1 warned"
 
@@ -215,21 +216,36 @@ class DoctorAction(Action):
         listed = await asyncio.to_thread(lambda: client.api.images())
         refs = [t for img in sorted(listed, key=lambda i: -i.get("Created", 0))
                 for t in (img.get("RepoTags") or [])[:1] if t and t != "<none>:<none>"]
-        out = []
-        for ref in [r for r in refs if r.split(":")[0] != image.split(":")[0]][:MAX_ALTERNATIVES]:
+        knows = ", ".join(model.architectures)
+        slots = asyncio.Semaphore(ALTERNATIVES_AT_ONCE)
+
+        async def one(ref: str) -> list[CheckResult]:
+            async with slots:
+                return await probe(ref)
+
+        async def probe(ref: str) -> list[CheckResult]:
             try:
                 sup = await probe_support(head, ref, list(model.architectures), model.model_type)
                 info = await inspect_image(head, ref)
             except ImageProbeError:
-                continue
+                return []
             if not sup.architectures or not all(sup.architectures.values()) or sup.model_type_known is False:
-                continue
+                return []
             got = await self._entrypoint(head, ref, {head.name: info})
             bad = [r for r in got if r.status != "ok"]
             for r in bad:
-                r.title = f"{ref} knows {', '.join(model.architectures)} but: {r.title}"
-            out.extend(bad or [ok("other images", f"{ref} knows {', '.join(model.architectures)} and starts "
-                                  "as the cluster start expects: consider cluster.image = " + ref, head.name)])
+                r.title = f"{ref} knows {knows} but: {r.title}"
+            return bad or [ok("other images", f"{ref} knows {knows} and starts "
+                              "as the cluster start expects: consider cluster.image = " + ref, head.name)]
+
+        # each probe imports that image's vLLM (seconds to a minute with torch): ask several at once,
+        # so doctor does not wait for the sum of them; results keep the listing's order
+        picked = [r for r in refs if r.split(":")[0] != image.split(":")[0]][:MAX_ALTERNATIVES]
+        done = await asyncio.gather(*(one(ref) for ref in picked), return_exceptions=True)
+        for got in done:  # none left running when one fails (a NodeError): then raise it, as before
+            if isinstance(got, BaseException):
+                raise got
+        out = [r for got in done for r in got]
         return out or [skip("other images", "no other image on the head knows the architecture")]
 
     async def _memory(self, ctx: ActionContext, nodes: list[Node], model: ModelInfo | None) -> list[CheckResult]:

@@ -329,12 +329,17 @@ def test_cancel_during_build_cleans_up(seed):
     assert b.returncode == 0, b.stderr
     docker("spark1", "rmi", "-f", "slow-hybrid")
     before = containers("spark1")
-    rc, err = cancel_when(["build-image", "--config", str(BED_DIR / "cluster.toml"), "--yes", "--base", "slow-base",
-                           "--tag", "slow-hybrid"], "Step 3/")
-    assert rc == 130, err
-    assert "cancelled" in err
-    assert image_id("spark1", "slow-hybrid") is None
-    assert containers("spark1") == before  # the aborted RUN step's container was removed by the cleanup
+    try:
+        rc, err = cancel_when(["build-image", "--config", str(BED_DIR / "cluster.toml"), "--yes", "--base",
+                               "slow-base", "--tag", "slow-hybrid"], "Step 3/")
+        assert rc == 130, err
+        assert "cancelled" in err
+        assert image_id("spark1", "slow-hybrid") is None
+        assert containers("spark1") == before  # the aborted RUN step's container was removed by the cleanup
+    finally:
+        # left on the shared bed, every later doctor whose image lacks the architecture probes it among
+        # the "other images" and waits out its 60 s import (tests/e2e/test_newcomer_on_bed.py: ~60 s a test)
+        docker("spark1", "rmi", "-f", "slow-base")
 
 
 def test_cancel_during_push_cleans_up(seed):
