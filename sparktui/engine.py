@@ -204,6 +204,7 @@ class Engine:
         out: list[Event] = []
         pending = self._pending
         cost = 0
+        skipped = False
         while pending and cost < self.DRAIN_BUDGET * self.SKIP_COST:
             ev = pending.popleft()
             if isinstance(ev, (LogBatch, LogLine, LogBlock)):
@@ -220,13 +221,15 @@ class Engine:
                         out += self.process(batch)
                         batch = []
                     self._skip(ev, n)
+                    skipped = True
                     cost += n
                     continue
                 cost += n * self.SKIP_COST
             else:
                 cost += self.SKIP_COST
             batch.append(ev)
-        if batch:
+            skipped = False
+        if batch or skipped:  # after a skip too: the file flushed, subscribers see the new counts
             out += self.process(batch)
         self._take_lost()
         self._report_gaps()
@@ -235,7 +238,8 @@ class Engine:
     def _skip(self, ev: "LogBatch | LogLine | LogBlock", n: int) -> None:
         """``n`` lines to the session file only; counted as skipped (or lost, when even the file
         did not take them)."""
-        self.logs.series(ev.node, ev.source)  # the pane exists even if all is skipped
+        # the pane exists even if all is skipped, and counts to the newest line's number
+        self.logs.series(ev.node, ev.source).note_gap(last_seq=_last_seq(ev))
         worker = self.worker if self.worker is not None and self.worker.alive else None
         if worker is not None:
             worker.send(ev if isinstance(ev, LogBlock) else pack_lines(ev, skip=True), n)
@@ -406,6 +410,12 @@ def _line_count(ev: "LogBatch | LogLine | LogBlock") -> int:
     if isinstance(ev, LogBatch):
         return len(ev.lines)
     return ev.count if isinstance(ev, LogBlock) else 1
+
+
+def _last_seq(ev: "LogBatch | LogLine | LogBlock") -> int:
+    if isinstance(ev, LogBatch):
+        return ev.lines[-1].seq if ev.lines else 0
+    return ev.last_seq if isinstance(ev, LogBlock) else ev.seq
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -40,6 +40,7 @@ class LogSeries:
     skipped: int = 0  # lines not analysed nor kept here under a flood (the session file has them)
     lost: int = 0  # lines that reached neither this store nor the session file (the reader fell too far behind)
     unsaved: int = 0  # lines held here that the session file did not take (it reached its cap)
+    skipped_to: int = 0  # the number of the newest skipped line: the source's last may be one of them
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
@@ -49,7 +50,9 @@ class LogSeries:
 
     @property
     def last_seq(self) -> int:
-        return self.seqs[-1] if self.seqs else 0
+        """The newest line's number, held here or skipped (as in the session file)."""
+        held = self.seqs[-1] if self.seqs else 0
+        return held if held > self.skipped_to else self.skipped_to
 
     def append(self, lines: list[LogLine]) -> None:
         # what faces read is terminal-safe and secret-free: the screen (a --read-only observer
@@ -73,8 +76,10 @@ class LogSeries:
                 self.base += over
             self.version += 1
 
-    def note_gap(self, skipped: int = 0, lost: int = 0, unsaved: int = 0) -> None:
+    def note_gap(self, skipped: int = 0, lost: int = 0, unsaved: int = 0, last_seq: int = 0) -> None:
         with self.lock:
+            if last_seq > self.skipped_to:
+                self.skipped_to = last_seq
             self.skipped += skipped
             self.lost += lost
             self.unsaved += unsaved

@@ -206,3 +206,20 @@ def test_a_block_at_a_full_session_file_is_counted_not_written(tmp_path):
     assert session.record(LogBlock(NODE, SRC, data, 30, 30)) > 0
     kept = [ln for ln in _file_lines(session) if ln.startswith("INFO")]
     assert 0 < len(kept) < 30 and session.record(LogBlock(NODE, SRC, b"x\n", 1, 31)) == 1
+
+
+def test_a_source_whose_newest_lines_were_skipped_counts_to_their_number(tmp_path):
+    """The pane's count is the newest line's number as in the session file, even when that line
+    only reached the file (a block at the end of a burst), and the file is on disk when the
+    drain that wrote it returns (a reader of the file sees the whole burst)."""
+    from sparktui.model import LogBlock
+
+    session = Session.create("t", root=tmp_path)
+    eng = Engine(demo_config(), session=session)
+    eng.emit(LogBatch(NODE, SRC, tuple(LogLine(NODE, SRC, f"INFO step {i}", seq=i) for i in range(1, 6))))
+    eng.emit(LogBlock(NODE, SRC, b"".join(f"INFO step {i}\n".encode() for i in range(6, 31)), 25, 30))
+    while eng._pending:
+        eng.drain()
+    s = eng.logs.find(NODE, SRC)
+    assert s.total == 5 and s.skipped == 25 and s.last_seq == 30
+    assert _file_lines(session) == [f"INFO step {i}" for i in range(1, 31)]  # no flush of our own
