@@ -423,8 +423,8 @@ class LogFollower:
     def _take_block(self, block: bytes) -> None:
         """Whole lines, newline-separated.  Taken apart line by line while the follower keeps up;
         when it has fallen behind the source, only the newest ``TAIL_LINES`` every ``TAIL_EVERY_S``
-        are (the screen shows the tail) and the rest go on as one ``LogBlock``, session file only: it then reads many
-        times faster than the source writes and catches up, instead of falling further behind."""
+        are (the screen shows the tail) and the rest go on as one ``LogBlock``, session file only:
+        it then reads many times faster than the source writes and catches up."""
         lag = self._lag(block)
         if lag is None or lag <= BEHIND_S or self.cursor.resuming:
             self._take_texts(block.decode("utf-8", "replace").split("\n"))
@@ -466,9 +466,7 @@ class LogFollower:
         self.cursor.seq += n
         block = LogBlock(self.node, self.source, (text + "\n").encode("utf-8", "surrogateescape"), n, self.cursor.seq)
         with self._lock:  # after the lines already buffered, in order
-            lines, self._buf = self._buf, []
-            if lines:
-                self.emit(LogBatch(node=self.node, source=self.source, lines=tuple(lines)))
+            self._emit_buffered()
             self.emit(block)
 
     def _take(self, lines: list[bytes]) -> None:
@@ -509,7 +507,10 @@ class LogFollower:
 
     def flush(self) -> None:
         with self._lock:  # emit under the lock: a thread flush and a timer flush keep line order
-            lines, self._buf = self._buf, []
-            self._flush_pending = False
-            if lines:
-                self.emit(LogBatch(node=self.node, source=self.source, lines=tuple(lines)))
+            self._emit_buffered()
+
+    def _emit_buffered(self) -> None:  # under self._lock
+        lines, self._buf = self._buf, []
+        self._flush_pending = False
+        if lines:
+            self.emit(LogBatch(node=self.node, source=self.source, lines=tuple(lines)))
