@@ -6,6 +6,10 @@ newest line the store holds vs the newest the container printed, in seconds of t
 own clock), and what the pane reports (skipped / lost / not saved).  Afterwards the session file
 is counted against what the container printed: every line is there, or the lost count says how
 many are not.  One run (it takes minutes); FLOOD_S from $SPARKTUI_FLOOD_S (default 300).
+
+The anchor, in the same run, after it: the same flood read by ``docker logs -f`` alone on the node
+($SPARKTUI_FLOOD_ANCHOR_S seconds, default min(FLOOD_S, 60); 0 for none): how far behind the bed's
+own Engine serves a follower on this machine, with nothing of ours in the way.
 Needs root (the bed runs sshd + dockerd).
 """
 
@@ -20,6 +24,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 BED_ENV = {"SPARKTUI_TESTBED_DIR": "/tmp/tb-flood", "SPARKTUI_TESTBED_NET": "127.0.9"}
 RATE = 90_000
 AFTER_S = 30  # watched after the flood ends: RSS must stay flat
@@ -87,23 +92,71 @@ def _row(what, value, unit, budget="-", ok=None):
     return {"what": what, "value": value, "unit": unit, "budget": budget, "ok": ok}
 
 
-def _run(flood_s: float) -> list[dict]:
-    env = {**os.environ, **BED_ENV}
-    bed = Path(BED_ENV["SPARKTUI_TESTBED_DIR"])
-    testbed = str(ROOT / "scripts" / "testbed")
+def _docker_env(env: dict) -> dict:
+    """``env`` with spark1's DOCKER_HOST (the docker CLI talks to that node's Engine)."""
     denv = dict(env)
-    for line in subprocess.run([testbed, "env", "spark1"], capture_output=True, text=True, env=env,
-                               check=True).stdout.splitlines():
+    for line in subprocess.run([str(ROOT / "scripts" / "testbed"), "env", "spark1"], capture_output=True, text=True,
+                               env=env, check=True).stdout.splitlines():
         if line.startswith("export "):
             k, _, v = line[len("export "):].partition("=")
             denv[k] = v.strip("'\"")
-    name = "flood"
-    subprocess.run(["docker", "rm", "-f", name], capture_output=True, env=denv)
-    work = bed / "flood"
+    return denv
+
+
+def _start_printer(denv: dict, name: str, flood_s: float) -> None:
+    work = Path(BED_ENV["SPARKTUI_TESTBED_DIR"]) / "flood"
     work.mkdir(exist_ok=True)
     (work / "printer.py").write_text(PRINTER)
     shared = ROOT.parent / "shared" / "fixtures" / "vllm-cpu" / "serve.log"
     serve = shared if shared.exists() else ROOT / "tests" / "fixtures" / "vllm-cpu" / "serve.log"
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True, env=denv)
+    subprocess.run(["docker", "run", "-d", "--name", name, "--network", "host",
+                    "-v", f"{work / 'printer.py'}:/printer.py:ro", "-v", f"{serve}:/serve.log:ro",
+                    "sparktui-base:bookworm", "python3", "/printer.py", str(RATE), str(flood_s)],
+                   check=True, capture_output=True, env=denv)
+
+
+def _anchor(flood_s: float) -> list[dict]:
+    """The same flood read by ``docker logs -f --timestamps`` alone on the node (no TUI, no SSH):
+    how far behind the bed's own Engine serves a follower on this machine, measured in the same run."""
+    from sparktui.logs.follow import docker_ns
+
+    denv = _docker_env({**os.environ, **BED_ENV})
+    name = "flood-anchor"
+    _start_printer(denv, name, flood_s)
+    reader = subprocess.Popen(["docker", "logs", "-f", "--timestamps", name], stdout=subprocess.PIPE, env=denv)
+    behind: list[float] = []
+    started = last = time.time()
+    tail = b""
+    try:
+        fd = reader.stdout.fileno()  # type: ignore[union-attr]
+        while block := os.read(fd, 1 << 20):
+            tail = (tail + block)[-8192:]
+            now = time.time()
+            if now - last >= 1.0 and now - started <= flood_s:  # once a second, while it floods
+                last = now
+                i = tail.rfind(b"\n", 0, len(tail) - 1) + 1
+                ns = docker_ns(tail[i:tail.find(b" ", i)].decode("ascii", "replace"))
+                if ns is not None:
+                    behind.append(now - ns / 1e9)
+    finally:
+        reader.kill()
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, env=denv)
+    return [
+        _row("flood anchor: `docker logs -f` alone behind the source, max", max(behind, default=None), "s"),
+        _row("flood anchor: `docker logs -f` alone behind the source, median",
+             statistics.median(behind) if behind else None, "s"),
+    ]
+
+
+def _run(flood_s: float) -> list[dict]:
+    env = {**os.environ, **BED_ENV}
+    bed = Path(BED_ENV["SPARKTUI_TESTBED_DIR"])
+    denv = _docker_env(env)
+    name = "flood"
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True, env=denv)
+    work = bed / "flood"
+    work.mkdir(exist_ok=True)
     state = work / "state"
     tui = subprocess.Popen([sys.executable, "-c", DRIVER, str(bed / "cluster.toml"), str(flood_s + AFTER_S + 20), name],
                            stdout=subprocess.PIPE, text=True, cwd=ROOT,
@@ -114,10 +167,7 @@ def _run(flood_s: float) -> list[dict]:
         first = json.loads(tui.stdout.readline())
         session = Path(first["session"])
         time.sleep(5)  # the sources connect; the follower attaches to the container when it starts
-        subprocess.run(["docker", "run", "-d", "--name", name, "--network", "host",
-                        "-v", f"{work / 'printer.py'}:/printer.py:ro", "-v", f"{serve}:/serve.log:ro",
-                        "sparktui-base:bookworm", "python3", "/printer.py", str(RATE), str(flood_s)],
-                       check=True, capture_output=True, env=denv)
+        _start_printer(denv, name, flood_s)
         started = time.time()
         for line in tui.stdout:
             row = json.loads(line)
@@ -178,8 +228,11 @@ def main(args) -> list[dict]:
     up = subprocess.run([testbed, "up", "--nodes", "2"], capture_output=True, text=True, env=env)
     if up.returncode != 0:
         return [_row("flood: test bed failed", None, "", up.stderr.strip()[-200:], False)]
+    flood_s = float(os.environ.get("SPARKTUI_FLOOD_S", "300"))
+    anchor_s = float(os.environ.get("SPARKTUI_FLOOD_ANCHOR_S", str(min(flood_s, 60))))  # 0: none
     try:
-        return _run(float(os.environ.get("SPARKTUI_FLOOD_S", "300")))
+        rows = _run(flood_s)
+        return rows + (_anchor(anchor_s) if anchor_s > 0 else [])
     finally:
         subprocess.run([testbed, "down"], capture_output=True, env=env)
 
