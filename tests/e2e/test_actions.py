@@ -321,9 +321,10 @@ def test_push_to_a_full_disk_fails_cleanly(seed, seed_bed):
 # ------------------------------------------------------------------ cancel
 
 def test_cancel_during_build_cleans_up(seed):
-    # a base whose registry import takes long: the patch's verify-by-import keeps the build busy
-    df = ("FROM vllm-node\nRUN echo 'import time; time.sleep(60)' >> "
-          "/opt/standin/site/vllm/model_executor/models/registry.py\n")
+    # a base whose registry import takes long inside our build only (the patch script is there): the
+    # patch's verify-by-import keeps the build busy; the plan's probe of the base stays quick
+    df = ("FROM vllm-node\nRUN echo 'import os, time; os.path.exists(\"/opt/sparktui/patch_vllm_registry.py\") "
+          "and time.sleep(60)' >> /opt/standin/site/vllm/model_executor/models/registry.py\n")
     b = subprocess.run(["docker", "-H", f"unix://{BED_DIR}/nodes/spark1/docker.sock", "build", "-q", "-t",
                         "slow-base", "-"], input=df, capture_output=True, text=True, timeout=120)
     assert b.returncode == 0, b.stderr
