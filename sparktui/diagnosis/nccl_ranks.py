@@ -125,9 +125,10 @@ class RankTracker:
         rank = w.rank if w.rank is not None else self.rank
         if w.op and w.seq is not None and rank is not None and len(self.ops) < 1000:
             # torch repeats a work item's line (caught, then "terminated with exception: …"), once with
-            # its PG prefix: one op per SeqNum, the PG filled in from whichever line names it
-            same = next((i for i, o in enumerate(self.ops) if o.seq == w.seq and (not o.pg or not w.pg or o.pg == w.pg)),
-                        None)
+            # its PG prefix: one op per rank and SeqNum, the PG filled in from whichever line names it.
+            # One file can hold several ranks' lines ([rank3]: and [rank7]: interleaved): keyed by rank
+            same = next((i for i, o in enumerate(self.ops)
+                         if o.seq == w.seq and o.rank == rank and (not o.pg or not w.pg or o.pg == w.pg)), None)
             if same is None:
                 self.ops.append(CollOp(rank=rank, seq=w.seq, op=w.op, numel_in=w.numel_in, numel_out=w.numel_out,
                                        pg=w.pg or "", source=self.source, line=lineno, text=text.strip()[:300]))

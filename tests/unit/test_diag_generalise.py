@@ -268,3 +268,15 @@ NAMED_FIRST = tomllib.loads((CORPUS.parent / "named_first.toml").read_text(encod
 @pytest.mark.parametrize("c", NAMED_FIRST, ids=[c["name"] for c in NAMED_FIRST])
 def test_the_cause_is_named_first(c):
     assert named(held_in(c["case"]))[0] == c["first"], c.get("why", "")
+
+
+# ------------------------------------------------------------------ ranks split inside one file
+
+def test_one_file_with_two_ranks_names_both_ops_at_the_split():
+    # b/pytorch_nccl_1409 (held-in): [rank7] and [rank3] watchdog lines interleaved in one log
+    got = named(held_in("b/pytorch_nccl_1409_broadcast_vs_allreduce_mismatch"))
+    assert got[0] == "nccl_collective_mismatch"
+    dg = analyse(held_in("b/pytorch_nccl_1409_broadcast_vs_allreduce_mismatch"))
+    f = next(f for f in dg.findings if f.id == "nccl_collective_mismatch")
+    ev = " ".join(f.evidence)
+    assert "80078" in ev and "BROADCAST" in ev and "ALLREDUCE" in ev
