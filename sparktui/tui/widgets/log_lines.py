@@ -286,7 +286,8 @@ class LogLines(ScrollView, can_focus=True):
         if self.scroll_y > 0 or not self._older_hidden():
             return False
         s = self.series()
-        first = s.seqs[0] if s is not None and s.seqs else (s.last_seq + 1 if s is not None else 1)
+        assert s is not None
+        first = s.seqs[0] if s.seqs else s.last_seq + 1  # all skipped: the file has up to the last
         if first <= 1:
             return False
         self.post_message(self.OlderWanted(self, first - 1))
@@ -373,8 +374,8 @@ class LogLines(ScrollView, can_focus=True):
         return self._styled(raw, n, s.stamp(n) if self.show_timestamps else None)
 
     def _styled(self, raw: str, n: int, ts: float | None, cut: int = 0) -> Text:
-        """Line ``n`` as shown: cut to MAX_RENDER (``cut``: characters already left out), tabs,
-        filter matches, timestamp, mark."""
+        """Line ``n`` as shown: cut to MAX_RENDER (``cut``: what the reader already left out of
+        ``raw``, counted as characters), tabs, filter matches, timestamp, mark."""
         more = len(raw) - MAX_RENDER + cut
         line = Text(raw[:MAX_RENDER] if len(raw) > MAX_RENDER else raw, end="", no_wrap=not self.wrap)
         if "\t" in raw:
@@ -465,8 +466,8 @@ class LogLines(ScrollView, can_focus=True):
         region = self.scrollable_content_region
         width, height = region.width, region.height
         s = self.series()
-        key = (int(self.scroll_x), int(self.scroll_y), width, height, *self._data_key(s), len(self._matches), self._filter_gen, self.wrap, self.show_timestamps,
-               self.follow, self._mark, self.source, self.app.theme)
+        key = (int(self.scroll_x), int(self.scroll_y), width, height, *self._data_key(s), len(self._matches),
+               self._filter_gen, self.wrap, self.show_timestamps, self.follow, self._mark, self.source, self.app.theme)
         if key != self._frame_key:
             self._frame = self._build_frame(width, height)
             self._frame_key = key
