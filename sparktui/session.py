@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .logs.redact import mask_dict, mask_list, redact, redact_bytes, redact_env  # noqa: F401  (redact_env: re-exported)
+from .logs.archive import CAP_NOTE  # the file's last line at its cap: its reader knows it
 from .logs.sanitize import json_dumps
 from .units import human_bytes
 from .model import Event, LogBatch, LogBlock, LogLine
@@ -87,7 +88,6 @@ def to_jsonable(obj: Any) -> Any:
 
 
 DEFAULT_LOG_CAP = 1 << 30  # bytes per source's log file: a flood fills no disk (config: session_log_cap_mib)
-CAP_NOTE = "[sparktui: this session log reached its cap of {cap}; later lines are not kept here]\n"
 
 
 class Session:

@@ -33,6 +33,8 @@ def help_content(read_only: bool, keys_for: dict[str, str] | None = None) -> Con
         lines.append(Content(""))
     lines.append(Content.styled("In the filter box: Enter keeps the filter, Esc closes it; Esc again clears it.", "$text-muted"))
     lines.append(Content.styled("In the log: ↑/↓ PgUp/PgDn scroll (scrolling up detaches), End/G follows again.", "$text-muted"))
+    lines.append(Content.styled("Up past the oldest line held in memory (or Home, o): the session file, every line.",
+                                "$text-muted"))
     return Content("\n").join(lines)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -77,9 +78,14 @@ class MainScreen(Screen[None]):
             for i, n in enumerate(cfg.nodes):
                 yield NodePane(n.name, app.engine.logs, role=n.role, default_source=cfg.cluster.name,
                                gpu_mem_util=cfg.cluster.gpu_memory_utilization, fabric_if=n.fabric_if,
-                               clock=app.clock, id=f"pane-{i}")
+                               clock=app.clock, log_file=partial(self._session_log, n.name), id=f"pane-{i}")
         yield FindingsStrip(id="findings-strip")
         yield Footer(show_command_palette=False)  # the top bar says ctrl+p: the room goes to the action keys
+
+    def _session_log(self, node: str, source: str) -> Path | None:
+        """Where the session keeps a source's lines (the file view reads it), or None."""
+        session = self.app.engine.session
+        return session.log_path(node, source) if session is not None else None
 
     def on_mount(self) -> None:
         self._layout(self.size.width)
@@ -186,20 +192,22 @@ class MainScreen(Screen[None]):
             self.minimize()
 
     def action_follow(self) -> None:
-        self.active_pane.log_view.lines.action_scroll_end()
+        self.active_pane.log_view.follow_tail()
 
     def action_log_top(self) -> None:
-        self.active_pane.log_view.lines.action_scroll_home()
+        self.active_pane.log_view.to_top()
+
+    def action_older_lines(self) -> None:
+        view = self.active_pane.log_view
+        why = view.toggle_file() if view.source else "no log is shown"
+        if why is not None:
+            self.app.notify(f"older lines: {why}", severity="information")
 
     def action_toggle_wrap(self) -> None:
-        lines = self.active_pane.log_view.lines
-        lines.wrap = not lines.wrap
-        self.active_pane.log_view.update_chrome()
+        self.active_pane.log_view.toggle_wrap()
 
     def action_toggle_timestamps(self) -> None:
-        lines = self.active_pane.log_view.lines
-        lines.show_timestamps = not lines.show_timestamps
-        self.active_pane.log_view.update_chrome()
+        self.active_pane.log_view.toggle_timestamps()
 
     def action_next_source(self) -> None:
         self.active_pane.cycle_source(+1)
@@ -255,9 +263,13 @@ class MainScreen(Screen[None]):
                 if source:
                     pane.log_view.set_source(source)
                     pane.sync_cursor()
+                pane.log_view.close_file(follow=False)  # the live view first: it may hold the line
                 if finding.line and not pane.log_view.lines.jump_to_line(finding.line):
-                    self.app.notify(f"{finding.title}: line {finding.line} is no longer held in memory; "
-                                    "the session file has it", severity="information")
+                    # no longer held in memory: the session file has it
+                    why = pane.log_view.open_file(finding.line, mark=True)
+                    if why is not None:
+                        self.app.notify(f"{finding.title}: line {finding.line} is no longer held in memory "
+                                        f"and {why}", severity="information")
                 pane.log_view.update_chrome()
                 return
         self.app.notify(f"{finding.title}: no log line to show" + (f" (node {node})" if node else ""),

@@ -32,8 +32,18 @@ TS_WIDTH = 13
 LINE_CACHE = 4_096  # rendered rows kept: a frame re-renders only rows it has not drawn before
 
 
+def compile_filter(pattern: str) -> "re.Pattern[str] | str":
+    """The filter's regex (smart case: all-lowercase means case-insensitive), or why it is bad."""
+    flags = 0 if any(c.isupper() for c in pattern) else re.IGNORECASE
+    try:
+        return re.compile(pattern, flags)
+    except (re.error, RecursionError, OverflowError) as exc:
+        return f"bad regex: {exc}"
+
+
 class LogLines(ScrollView, can_focus=True):
-    COMPONENT_CLASSES = {"loglines--timestamp", "loglines--match", "loglines--mark", "loglines--more"}
+    COMPONENT_CLASSES = {"loglines--timestamp", "loglines--match", "loglines--mark", "loglines--more",
+                         "loglines--pending"}
 
     follow: reactive[bool] = reactive(True)
     wrap: reactive[bool] = reactive(False)
@@ -43,6 +53,15 @@ class LogLines(ScrollView, can_focus=True):
         def __init__(self, lines: "LogLines") -> None:
             super().__init__()
             self.lines = lines
+
+    class OlderWanted(Message):
+        """The user went up past the first line held in memory (or Home) while the session file
+        has older ones: ``seq`` is the line to show there (1 for Home)."""
+
+        def __init__(self, lines: "LogLines", seq: int) -> None:
+            super().__init__()
+            self.lines = lines
+            self.seq = seq
 
     class FilterDone(Message):
         def __init__(self, lines: "LogLines", matches: int) -> None:
@@ -151,11 +170,9 @@ class LogLines(ScrollView, can_focus=True):
                 self._restart_scan()
                 self._after_view_change()
             return None
-        flags = 0 if any(c.isupper() for c in pattern) else re.IGNORECASE
-        try:
-            rx = re.compile(pattern, flags)
-        except (re.error, RecursionError, OverflowError) as exc:
-            return f"bad regex: {exc}"
+        rx = compile_filter(pattern)
+        if isinstance(rx, str):
+            return rx
         self._rx = rx
         self._restart_scan()
         self._scan()
@@ -238,8 +255,43 @@ class LogLines(ScrollView, can_focus=True):
         self._scroll_tail()
 
     def action_scroll_home(self) -> None:
+        if self._older_hidden():
+            self.post_message(self.OlderWanted(self, 1))
+            return
         self.follow = False
         super().action_scroll_home()
+
+    # up past the top: the session file has what the store no longer holds
+    def action_scroll_up(self) -> None:
+        if not self._past_top():
+            super().action_scroll_up()
+
+    def action_page_up(self) -> None:
+        if not self._past_top():
+            super().action_page_up()
+
+    def _on_mouse_scroll_up(self, event) -> None:
+        # Textual calls each class's handler in turn: Widget's scrolls unless this one prevents it
+        if not (event.ctrl or event.shift) and self._past_top():
+            event.prevent_default()
+            event.stop()
+
+    def _older_hidden(self) -> bool:
+        """Lines of this source that the store does not hold (trimmed, or skipped under a flood)."""
+        s = self.series()
+        return s is not None and (s.base > 0 or s.skipped > 0)
+
+    def _past_top(self) -> bool:
+        """At the first row already and older lines exist only in the file: ask for them."""
+        if self.scroll_y > 0 or not self._older_hidden():
+            return False
+        s = self.series()
+        assert s is not None
+        first = s.seqs[0] if s.seqs else s.last_seq + 1  # all skipped: the file has up to the last
+        if first <= 1:
+            return False
+        self.post_message(self.OlderWanted(self, first - 1))
+        return True
 
     def jump_to_line(self, seq: int) -> bool:
         """Show line number ``seq`` (a finding's line: LogLine.seq), marked, detached; False when
@@ -319,8 +371,13 @@ class LogLines(ScrollView, can_focus=True):
         raw = s.get(n)
         if raw is None:
             return None
-        more = len(raw) - MAX_RENDER
-        line = Text(raw[:MAX_RENDER] if more > 0 else raw, end="", no_wrap=not self.wrap)
+        return self._styled(raw, n, s.stamp(n) if self.show_timestamps else None)
+
+    def _styled(self, raw: str, n: int, ts: float | None, cut: int = 0) -> Text:
+        """Line ``n`` as shown: cut to MAX_RENDER (``cut``: what the reader already left out of
+        ``raw``, counted as characters), tabs, filter matches, timestamp, mark."""
+        more = len(raw) - MAX_RENDER + cut
+        line = Text(raw[:MAX_RENDER] if len(raw) > MAX_RENDER else raw, end="", no_wrap=not self.wrap)
         if "\t" in raw:
             line.expand_tabs(4)
         if self._rx is not None:
@@ -328,7 +385,6 @@ class LogLines(ScrollView, can_focus=True):
         if more > 0:
             line.append(f" … {more} more characters", self.get_component_rich_style("loglines--more", partial=True))
         if self.show_timestamps:
-            ts = s.stamp(n)
             line = Text.assemble((stamp(ts) + " ", self.get_component_rich_style("loglines--timestamp", partial=True)), line,
                                  end="", no_wrap=not self.wrap)
         if n == self._mark:
@@ -402,13 +458,16 @@ class LogLines(ScrollView, can_focus=True):
             return [self._row_strip(top + y, width, x, view) for y in range(height)]
         return [s if s.cell_length == width else s.extend_cell_length(width).apply_style(style) for s in strips]
 
+    def _data_key(self, s: "LogSeries | None") -> tuple:
+        """What the frame's rows were read from: a change renders the frame again."""
+        return (s.version if s else -1, s.total if s else 0)
+
     def render_line(self, y: int) -> Strip:
         region = self.scrollable_content_region
         width, height = region.width, region.height
         s = self.series()
-        key = (int(self.scroll_x), int(self.scroll_y), width, height, s.version if s else -1,
-               s.total if s else 0, len(self._matches), self._filter_gen, self.wrap, self.show_timestamps,
-               self.follow, self._mark, self.source, self.app.theme)
+        key = (int(self.scroll_x), int(self.scroll_y), width, height, *self._data_key(s), len(self._matches),
+               self._filter_gen, self.wrap, self.show_timestamps, self.follow, self._mark, self.source, self.app.theme)
         if key != self._frame_key:
             self._frame = self._build_frame(width, height)
             self._frame_key = key

@@ -7,6 +7,8 @@ see docs/architecture.md "Refresh rate") stay cheap.
 
 from __future__ import annotations
 
+from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from rich.text import Text
@@ -14,9 +16,11 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, ProgressBar, Static
 
+from ...logs.archive import LogArchive
 from ...logs.sanitize import safe
 from ...model import MILESTONE_ORDER
 from . import node_stats
+from .file_lines import FileLines
 from .log_view import LogView
 from .serving_stats import ServingStats
 
@@ -29,7 +33,9 @@ class NodePane(Vertical):
     COMPONENT_CLASSES = {"state--running", "state--stopped", "state--other"}
 
     def __init__(self, node: str, store: "LogStore", *, role: str = "", default_source: str = "",
-                 gpu_mem_util: float | None = None, fabric_if: str | None = None, clock: Callable[[], float], id: str | None = None) -> None:
+                 gpu_mem_util: float | None = None, fabric_if: str | None = None, clock: Callable[[], float],
+                 log_file: Callable[[str], Path | None] | None = None, id: str | None = None) -> None:
+        """``log_file(source)``: the session file of one of this node's sources (None: not recorded)."""
         super().__init__(id=id)
         self.node = node
         self.store = store
@@ -41,6 +47,8 @@ class NodePane(Vertical):
         self._seen: dict[str, object] = {}
         self._widths: list[int] = []
         self._retry_base = 0.0
+        self.log_file = log_file
+        self._archives: dict[Path, LogArchive] = {}  # session files read back, touched by workers only
         self.border_title = node
 
     def compose(self) -> ComposeResult:
@@ -55,7 +63,7 @@ class NodePane(Vertical):
         with Horizontal(classes="startup"):
             yield ProgressBar(total=len(MILESTONE_ORDER), show_eta=False, show_percentage=False)
             yield Static(classes="startup-label")
-        yield LogView(self.store, self.node)
+        yield LogView(self.store, self.node, log_file=self.log_file)
 
     @property
     def log_view(self) -> LogView:
@@ -176,10 +184,26 @@ class NodePane(Vertical):
         self.log_view.set_source(srcs[(i + delta) % len(srcs)])
         self.sync_cursor()
 
+    def on_file_lines_wanted(self, event: FileLines.Wanted) -> None:
+        """The file view wants pages: read in a thread (the file can be 1 GiB), answered by message."""
+        event.stop()
+        archive = self._archives.get(event.path)
+        if archive is None:
+            archive = self._archives[event.path] = LogArchive(event.path)
+        self.run_worker(partial(read_pages, archive, event.pages, event.page, event.lines), thread=True,
+                        group="session-file", exit_on_error=False, description=f"read {event.path.name}")
+
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         name = str(event.row_key.value)
         self.log_view.set_source(name)
+
+
+def read_pages(archive: LogArchive, pages: tuple[int, ...], page: int, to: FileLines) -> None:
+    """(In a worker thread.)  Index what the file gained, read ``pages``, post them to ``to``."""
+    count = archive.refresh()
+    got = {p: archive.read(p * page + 1, (p + 1) * page) for p in pages if p * page < count}
+    to.post_message(FileLines.Read(archive.path, count, archive.capped, archive.error, pages, got))
 
 
 _MISSING = object()
