@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from .config import Config
 from .engine_offload import AnalysisWorker
@@ -353,20 +353,27 @@ class Engine:
         except Exception:
             log.exception("event source %s died", src.node_name)
 
+    STOP_S = 10.0  # what a task or a source's close gets before stop goes on without it
+
     async def stop(self) -> None:
-        for t in self._tasks:
+        tasks, self._tasks = self._tasks, []
+        for t in tasks:
             t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
-        self._tasks.clear()
+        if tasks:  # bounded: a task that swallows its cancel must not hold the app's exit forever
+            done, stuck = await asyncio.wait(tasks, timeout=self.STOP_S)
+            for t in done:
+                if not t.cancelled():
+                    t.exception()  # retrieved: ending is all that is asked of it here
+            for t in stuck:
+                log.warning("%s did not end within %.0f s of its cancel; left behind, waiting in\n%s",
+                            t.get_name(), self.STOP_S, _awaiting(t))
         for src in self.sources:
             close = getattr(src, "close", None)
             if close is not None:
                 try:
-                    await close()
+                    await asyncio.wait_for(close(), self.STOP_S)
+                except asyncio.TimeoutError:
+                    log.warning("closing %s took over %.0f s; left behind", src.node_name, self.STOP_S)
                 except Exception:
                     log.exception("closing %s failed", src.node_name)
         while self._pending:
@@ -410,6 +417,19 @@ def _line_count(ev: "LogBatch | LogLine | LogBlock") -> int:
     if isinstance(ev, LogBatch):
         return len(ev.lines)
     return ev.count if isinstance(ev, LogBlock) else 1
+
+
+def _awaiting(task: "asyncio.Task") -> str:
+    """Where a suspended task waits, outermost first: its await chain (``Task.print_stack`` shows
+    only the outer frame of a suspended coroutine)."""
+    out: list[str] = []
+    obj: Any = task.get_coro()
+    while obj is not None and len(out) < 40:
+        frame = getattr(obj, "cr_frame", None) or getattr(obj, "gi_frame", None) or getattr(obj, "ag_frame", None)
+        if frame is not None:
+            out.append(f"  {frame.f_code.co_qualname} ({frame.f_code.co_filename}:{frame.f_lineno})")
+        obj = getattr(obj, "cr_await", None) or getattr(obj, "gi_yieldfrom", None) or getattr(obj, "ag_await", None)
+    return "\n".join(out)
 
 
 def _last_seq(ev: "LogBatch | LogLine | LogBlock") -> int:
