@@ -1,0 +1,42 @@
+"""Structural detectors (issue 12, part h): ranks out of step by their watchdog SeqNums, a Ray
+instance of one node asked for more GPUs than it has, SGLang's scheduler watchdog, error lines of
+other engines fed to the exception-shape table, consequences ranked below a cause printed later.
+
+Every case is a held-in excerpt of the corpus (``score_corpus.part_of`` decides; a held-out file is
+refused by ``held_in``) or a real line quoted from one.
+"""
+
+from __future__ import annotations
+
+from sparktui.commands.diagnose import analyse
+from sparktui.diagnosis.collectives import CollOp
+from sparktui.diagnosis.nccl_ranks import MAX_SEQ_DRIFT, _behind_by_seq
+
+from corpus_helpers import held_in, named
+
+# ----------------------------------------------------------------------------- desync by SeqNum
+
+
+def test_ranks_timing_out_at_different_seqnums_in_one_file_name_the_rank_behind():
+    # b/pytorch_torchtune_2093: [rank0] waits in _ALLGATHER_BASE 619725, [rank3] in
+    # _REDUCE_SCATTER_BASE 619727; no Flight Recorder, one file
+    case = held_in("b/pytorch_torchtune_2093_checkpoint_allgather_vs_reducescatter")
+    assert named(case)[0] == "nccl_collective_mismatch"
+    dg = analyse(case)
+    f = next(f for f in dg.findings if f.id == "nccl_collective_mismatch")
+    assert "Rank 0 is behind" in f.title and "619725" in f.title and "619727" in f.title
+
+
+def test_one_rank_on_several_seqnums_is_several_groups_not_a_desync():
+    # b/pytorch_pytorch_118369: "[Rank 0]" times out on 96117, 96120 and 96125 (one per process
+    # group, none named) and "[Rank 7]" on 64088: nothing can be compared
+    assert named(held_in("b/pytorch_pytorch_118369_watchdog_legacy_format"))[0] == "nccl_watchdog_timeout"
+
+
+def test_seq_drift_bound_and_process_groups():
+    op = lambda r, s, pg="": CollOp(rank=r, seq=s, op="ALLREDUCE", pg=pg)  # noqa: E731
+    assert [o.rank for o in _behind_by_seq([op(0, 10), op(1, 12), op(2, 12)])] == [0]
+    assert _behind_by_seq([op(0, 10), op(1, 10 + MAX_SEQ_DRIFT + 1)]) == []
+    # SeqNums count per group: two named groups are compared apart, unnamed lines then left out
+    assert _behind_by_seq([op(0, 5, "0"), op(1, 900, "3"), op(2, 7)]) == []
+    assert [o.rank for o in _behind_by_seq([op(0, 5, "0"), op(1, 6, "0"), op(2, 900, "3")])] == [0]
