@@ -8,8 +8,11 @@ refused by ``held_in``) or a real line quoted from one.
 
 from __future__ import annotations
 
+import pytest
+
 from sparktui.commands.diagnose import analyse
 from sparktui.diagnosis.collectives import CollOp
+from sparktui.diagnosis.end_phase import parse_end_phases
 from sparktui.diagnosis.nccl_ranks import MAX_SEQ_DRIFT, _behind_by_seq
 
 from corpus_helpers import held_in, named
@@ -40,3 +43,26 @@ def test_seq_drift_bound_and_process_groups():
     # SeqNums count per group: two named groups are compared apart, unnamed lines then left out
     assert _behind_by_seq([op(0, 5, "0"), op(1, 900, "3"), op(2, 7)]) == []
     assert [o.rank for o in _behind_by_seq([op(0, 5, "0"), op(1, 6, "0"), op(2, 900, "3")])] == [0]
+
+
+# ----------------------------------------------------------------------------- Ray of one node
+
+
+def test_local_ray_instance_with_an_unplaceable_gpu_demand_is_a_multinode_misconfig():
+    # a/vllm_vita_42: vLLM starts Ray itself ("Started a local Ray instance") and the tensor-parallel
+    # size needs more GPUs than the placement group of this one node can hold
+    case = held_in("a/vllm_vita_42_required_gpus_exceed_placement_group")
+    got = named(case)
+    assert got[0] == "multinode_executor_misconfig" and "ray_placement_group_stuck" in got
+
+
+def test_a_placement_group_pending_on_a_joined_cluster_stays_a_placement_problem():
+    # b/vllm_aibrix_927: the same demand message, but Ray was not started locally: not this rule
+    got = named(held_in("b/vllm_aibrix_927_waiting_placement_group"))
+    assert got[0] == "ray_placement_group_stuck" and "multinode_executor_misconfig" not in got
+
+
+def test_together_table_names_catalogue_ids():
+    bad = '[[together]]\nmilestone = "ray_joined"\ndetail = "local"\nfinding = "nope"\nid = "multinode_executor_misconfig"\n'
+    with pytest.raises(ValueError, match="nope"):
+        parse_end_phases(bad, "t.toml", {"multinode_executor_misconfig"})
