@@ -66,3 +66,25 @@ def test_together_table_names_catalogue_ids():
     bad = '[[together]]\nmilestone = "ray_joined"\ndetail = "local"\nfinding = "nope"\nid = "multinode_executor_misconfig"\n'
     with pytest.raises(ValueError, match="nope"):
         parse_end_phases(bad, "t.toml", {"multinode_executor_misconfig"})
+
+
+# ----------------------------------------------------------------------------- engines' own stall reports
+
+
+def test_sglang_scheduler_watchdog_opens_a_stall_phase():
+    # a/sglang_softthinking_10: the scheduler watchdog fires after 300 s without progress, then the
+    # parent gets SIGQUIT from the child: the log ends inside the stall
+    case = held_in("a/sglang_softthinking_10_watchdog_sigquit")
+    dg = analyse(case)
+    first = next(f for f in dg.findings if f.severity != "info")
+    assert first.id == "suspected_hang" and "watchdog" in first.title and first.line == 6
+
+
+def test_a_batch_logged_after_the_sglang_watchdog_closes_the_stall():
+    from sparktui.diagnosis.classifier import SourceScanner
+
+    sc = SourceScanner("t")
+    sc.feed(["[2025-06-22 16:13:55 TP0] Watchdog timeout (self.watchdog_timeout=300)",
+             "[2025-06-22 16:14:10 TP0] Decode batch. #running-req: 3, #token: 1200, token usage: 0.01, gen throughput (token/s): 80.1"])
+    sc.finish()
+    assert not [f for f in sc.findings if f.id == "suspected_hang"]
