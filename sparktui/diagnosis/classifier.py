@@ -435,7 +435,8 @@ class SourceScanner:
         entry = self._match(line, hits)
         if entry is not None:
             self._raise(entry, lineno, [line], out)
-        elif ("rror" in body or "Exception" in body or "what():" in body) and parse_exception(body) is not None:
+        elif ("rror" in body or "Exception" in body or "what():" in body or "ERROR]" in body or "[E]" in body
+              or "panic" in body) and parse_exception(body) is not None:
             # its traceback header may have been cut off; the message may go on for a few lines (up
             # to a blank line, as in a traceback)
             more: list[str] = []

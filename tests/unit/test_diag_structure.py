@@ -88,3 +88,36 @@ def test_a_batch_logged_after_the_sglang_watchdog_closes_the_stall():
              "[2025-06-22 16:14:10 TP0] Decode batch. #running-req: 3, #token: 1200, token usage: 0.01, gen throughput (token/s): 80.1"])
     sc.finish()
     assert not [f for f in sc.findings if f.id == "suspected_hang"]
+
+
+# ----------------------------------------------------------------------------- error lines as exceptions
+
+
+@pytest.mark.parametrize("line, cls, fid", [
+    # a/trtllm_trtllm_2393: TensorRT-LLM's own error line, no Python exception around it
+    ("[TensorRT-LLM][ERROR] ICudaEngine::createExecutionContextWithoutDeviceMemory: Error Code 1: Cuda Runtime "
+     "(an illegal memory access was encountered)", "EngineError", "cuda_error"),
+    # a/trtllm_trtllm_9263: the PyTorch-flow prefix "[TRT-LLM] [RANK 0] [E]" before TensorRT-LLM's own
+    ("[11/18/2025-09:33:30] [TRT-LLM] [RANK 0] [E] Failed to initialize executor on rank 0: [TensorRT-LLM][ERROR] "
+     "Assertion failed: Failed, NCCL error ../tensorrt_llm/runtime/ncclCommunicator.cpp:66 'invalid usage'",
+     "EngineError", "nccl_comm_init_failed"),
+    # a/other_comfyuidwposetrt_5: TensorRT's "[E]" line
+    ("[E] IRuntime::deserializeCudaEngine: Error Code 1: Serialization (Serialization assertion stdVersionRead == "
+     "kSERIALIZATION_VERSION failed.Version tag does not match.", "EngineError", "trt_engine_version_mismatch"),
+])
+def test_engine_error_lines_feed_the_shape_table(line, cls, fid):
+    from sparktui.diagnosis.exc_shapes import default_shapes, parse
+
+    assert parse(line)[0] == cls
+    assert default_shapes().classify_line(line) == fid
+
+
+def test_panics_parse_as_exceptions_and_ordinary_lines_do_not():
+    from sparktui.diagnosis.exc_shapes import parse
+
+    assert parse("thread 'main' panicked at src/main.rs:10:5: CUDA error: out of memory") == \
+        ("panic", "CUDA error: out of memory")
+    assert parse("panic: runtime error: invalid memory address or nil pointer dereference")[0] == "panic"
+    for benign in ("[I] Loading engine", "[W] [TRT] Using an engine plan file across different models",
+                   "panicking is not an option", "Errors: 0"):
+        assert parse(benign) is None, benign
