@@ -121,3 +121,34 @@ def test_panics_parse_as_exceptions_and_ordinary_lines_do_not():
     for benign in ("[I] Loading engine", "[W] [TRT] Using an engine plan file across different models",
                    "panicking is not an option", "Errors: 0"):
         assert parse(benign) is None, benign
+
+
+# ----------------------------------------------------------------------------- consequences rank below
+
+
+def _ranked(lines: list[str]) -> list[str]:
+    from sparktui.diagnosis.catalogue import default_catalogue
+    from sparktui.diagnosis.classifier import SourceScanner
+    from sparktui.diagnosis.ranking import rank_findings
+
+    sc = SourceScanner("api")
+    sc.feed(lines)
+    sc.finish()
+    return [f.id for f in rank_findings(sc.findings, default_catalogue()) if f.severity == "error"]
+
+
+# a/vllm_vllm_27194 (the API server's report) and a/other_sdwebuinix_9 (a root cause's own line)
+DEAD = ("(APIServer pid=1) ERROR 10-20 03:20:50 [async_llm.py:485] vllm.v1.engine.exceptions.EngineDeadError: "
+        "EngineCore encountered an issue. See stack trace (above) for the root cause.")
+ROOT = "RuntimeError: CUDA error: no kernel image is available for execution on the device"
+
+
+def test_a_root_cause_printed_after_the_dead_engine_still_ranks_first():
+    from sparktui.diagnosis.ranking import CRASH_SPAN
+
+    filler = ["(EngineCore_DP0 pid=96) INFO 10-20 03:20:50 [core.py:1] still shutting down"] * (CRASH_SPAN // 2)
+    got = _ranked([DEAD, "", *filler, ROOT, ""])
+    assert got[0] == "cuda_error" and "engine_dead" in got
+    # a whole run later (beyond one crash's output) it is another story: the order says nothing then
+    far = ["(EngineCore_DP0 pid=96) INFO 10-20 03:20:50 [core.py:1] serving"] * (CRASH_SPAN + 10)
+    assert _ranked([DEAD, "", *far, ROOT, ""])[0] == "engine_dead"
