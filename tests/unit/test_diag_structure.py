@@ -152,3 +152,22 @@ def test_a_root_cause_printed_after_the_dead_engine_still_ranks_first():
     # a whole run later (beyond one crash's output) it is another story: the order says nothing then
     far = ["(EngineCore_DP0 pid=96) INFO 10-20 03:20:50 [core.py:1] serving"] * (CRASH_SPAN + 10)
     assert _ranked([DEAD, "", *far, ROOT, ""])[0] == "engine_dead"
+
+
+# ----------------------------------------------------------------------------- more phases a log ends in
+
+
+@pytest.mark.parametrize("last", [
+    "INFO:torch.distributed.distributed_c10d:Rank 1: Completed store-based barrier for key:store_based_barrier_key:1 with 2 nodes.",
+    "INFO 08-31 09:50:47 custom_all_reduce_utils.py:232] reading GPU P2P access cache from /root/.cache/vllm/gpu_p2p_access_cache_for_0,1.json",
+])
+def test_a_log_ending_right_after_the_group_is_formed_stops_in_nccl_init(last):
+    from sparktui.diagnosis.classifier import SourceScanner
+
+    sc = SourceScanner("t")
+    # a/vllm_vllm_8058: vLLM's lines before the distributed init, then the phase's last line
+    sc.feed(["DEBUG 08-31 09:50:46 parallel_state.py:845] world_size=2 rank=0 local_rank=0 "
+             "distributed_init_method=tcp://127.0.0.1:39423 backend=nccl", last])
+    sc.finish()
+    hang = [f for f in sc.findings if f.id == "nccl_init_hang"]
+    assert hang and hang[0].severity == "warning" and hang[0].line == 2
