@@ -171,3 +171,12 @@ def test_a_log_ending_right_after_the_group_is_formed_stops_in_nccl_init(last):
     sc.finish()
     hang = [f for f in sc.findings if f.id == "nccl_init_hang"]
     assert hang and hang[0].severity == "warning" and hang[0].line == 2
+
+
+def test_layout_shapes_read_camel_case_world_size():
+    from sparktui.diagnosis.exc_shapes import default_shapes
+
+    # a/trtllm_trtllm_2021: TensorRT-LLM's C++ check, camelCase and MPI's word for it
+    line = ("[TensorRT-LLM][ERROR] Assertion failed: With communicationMode kLEADER, MPI worldSize is expected to "
+            "be equal to tp*pp when participantIds are not specified")
+    assert default_shapes().classify_line(line) == "world_size_mismatch"
