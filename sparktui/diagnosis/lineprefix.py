@@ -1,6 +1,7 @@
 """Split a log line into the prefixes that collectors and loggers add, and the message body.
 
 Seen in real logs (reference docs, fixtures, public bug reports):
+  journald / syslog       ``Oct 04 15:02:41 llm sd-webui-forge-start[394]: `` (short-iso: ISO time, host, unit[pid])
   docker --timestamps     ``2026-11-29T19:11:29.002992818Z ``
   docker compose          ``vllm-1  | ``
   Ray / vLLM actors       ``(RayWorkerWrapper pid=1234, ip=192.168.200.13) ``, ``(EngineCore_DP0 pid=96) ``
@@ -18,7 +19,10 @@ import re
 from ..logs.sanitize import strip_ansi
 
 _PREFIX = re.compile(
-    r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? )?"  # docker timestamp
+    # journald / syslog (`journalctl -u vllm`): "Oct 04 15:02:41 host unit[394]: "
+    r"(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]{1,64} [\w@.:/-]{1,80}?(?:\[\d+\])?: )?"
+    # docker timestamp; after it, journalctl -o short-iso's "host unit[pid]: "
+    r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? (?:[\w.-]{1,64} [\w@.:/-]{1,80}?\[\d+\]: )?)?"
     r"(?:[\w.-]+-\d+\s+\| )?"  # docker compose service prefix
     r"(?:\((?P<actor>[^()\n]{0,160}?\b(?:pid|ip)=[^()\n]{0,160}?)\) )?"  # Ray / vLLM actor
     r"(?:\[rank\d+\]:)?"  # torch elastic / c10d per-rank prefix

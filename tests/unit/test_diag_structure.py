@@ -180,3 +180,27 @@ def test_layout_shapes_read_camel_case_world_size():
     line = ("[TensorRT-LLM][ERROR] Assertion failed: With communicationMode kLEADER, MPI worldSize is expected to "
             "be equal to tp*pp when participantIds are not specified")
     assert default_shapes().classify_line(line) == "world_size_mismatch"
+
+
+# ----------------------------------------------------------------------------- collectors' prefixes
+
+
+@pytest.mark.parametrize("prefix", [
+    "Oct 04 15:02:41 llm vllm-serve[394]: ",  # journalctl (short)
+    "2025-11-25T08:34:28+0000 spark1 vllm[1234]: ",  # journalctl -o short-iso
+])
+@pytest.mark.parametrize("case", [
+    "a/vllm_msswift_3739_world_size_not_tp_times_pp",  # a bare exception line, shape-named
+    "a/vllm_vita_42_required_gpus_exceed_placement_group",  # a traceback, its exception shape-named
+    "a/vllm_higgsaudio_123_repo_not_found_local_path",
+])
+def test_the_same_log_read_through_journald_names_the_same_cause(case, prefix, tmp_path):
+    paths = held_in(case)
+    want = named(paths)[0]
+    moved = []
+    for p in paths:
+        lines = open(p, encoding="utf-8", errors="replace").read().splitlines()
+        out = tmp_path / p.rsplit("/", 1)[-1]
+        out.write_text("\n".join(x if x.startswith("# ") else prefix + x for x in lines) + "\n", encoding="utf-8")
+        moved.append(str(out))
+    assert named(moved)[0] == want
