@@ -6,6 +6,9 @@ Seen in real logs (reference docs, fixtures, public bug reports):
   docker compose          ``vllm-1  | ``
   Ray / vLLM actors       ``(RayWorkerWrapper pid=1234, ip=192.168.200.13) ``, ``(EngineCore_DP0 pid=96) ``
   torch per-rank          ``[rank0]:``
+  launchers               mpirun ``[1,0]<stderr>:``, srun ``0: ``, pdsh ``node01: ``, kubectl ``[pod/x/c] ``
+  other loggers           SGLang ``[2025-06-22 16:13:55 TP0] ``, DeepSpeed ``[...] [INFO] [file.py:1:f] ``,
+                          Python logging / Ray ``2025-06-22 16:13:55,123 - name - ERROR - ``
   vLLM logger             ``ERROR 03-27 10:29:13 [worker_base.py:620] `` (older: ``ERROR 10-26 11:35:32 registry.py:267] ``)
 
 The traceback tracker uses the prefix *signature* (actor + logger level/location, timestamps left
@@ -18,16 +21,27 @@ import re
 
 from ..logs.sanitize import strip_ansi
 
+_LEVELS = r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL)"
 _PREFIX = re.compile(
     # journald / syslog (`journalctl -u vllm`): "Oct 04 15:02:41 host unit[394]: "
     r"(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]{1,64} [\w@.:/-]{1,80}?(?:\[\d+\])?: )?"
+    r"(?:\[pod/[^\]\s]{1,200}\] )?"  # kubectl logs --prefix
     # docker timestamp; after it, journalctl -o short-iso's "host unit[pid]: "
     r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? (?:[\w.-]{1,64} [\w@.:/-]{1,80}?\[\d+\]: )?)?"
-    r"(?:[\w.-]+-\d+\s+\| )?"  # docker compose service prefix
+    r"(?:[\w.-]{1,64}\s+\| )?"  # docker compose service prefix ("vllm-1  | ", "head  | ")
+    # launchers: mpirun "[1,0]<stderr>:", srun/torchrun "0: ", pdsh "node01: " (a host name with a digit)
+    r"(?:\[(?P<mpi>\d{1,5},\d{1,5})\]<std(?:out|err)>: ?|(?P<task>\d{1,4}): "
+    r"|(?P<host>(?=[a-z-]{0,62}\d)[a-z][a-z0-9-]{0,62}): )?"
     r"(?:\((?P<actor>[^()\n]{0,160}?\b(?:pid|ip)=[^()\n]{0,160}?)\) )?"  # Ray / vLLM actor
     r"(?:\[rank\d+\]:)?"  # torch elastic / c10d per-rank prefix
-    r"(?:(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
-    r"\[?(?P<where>[\w./<>-]+:\d+)\] ?)?"  # vLLM logger header
+    r"(?:(?P<level>" + _LEVELS + r") \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+    r"\[?(?P<where>[\w./<>-]+:\d+)\] ?"  # vLLM logger header
+    # SGLang "[2025-06-22 16:13:55 TP0] ", DeepSpeed "[2024-01-01 10:00:00,123] [INFO] [file.py:158:func] "
+    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: (?P<sgl>[A-Z]{2,4}\d+(?: [A-Z]{2,4}\d+){0,3}))?\] ?"
+    r"(?:\[(?P<level3>" + _LEVELS + r")\] ?(?:\[(?P<where3>[^\]\s]{1,160})\] ?)?)?"
+    # Python logging / Ray: "2025-06-22 16:13:55,123 - name - ERROR - ", "2024-09-21 18:15:28,304\tINFO worker.py:1786 -- "
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: - [\w.]{1,80} -)?[ \t]-? ?(?P<level2>" + _LEVELS + r")"
+    r"(?: -|:)? (?:(?P<where2>[\w./<>-]{1,120}:\d+) -- )?)?"
 )
 _ACTOR_PID = re.compile(r"\bpid=\d+")
 
@@ -54,7 +68,10 @@ def split(line: str) -> tuple[str, str]:
     if actor:
         # the actor's identity without volatile parts would be e.g. "RayWorkerWrapper pid=1234"
         actor = actor.split(",")[0]
-    sig = f"{actor}|{m.group('level') or ''}|{m.group('where') or ''}"
+    else:  # a launcher's rank or host, or SGLang's "TP0": which process printed it
+        actor = m.group("mpi") or m.group("task") or m.group("host") or m.group("sgl") or ""
+    level = m.group("level") or m.group("level2") or m.group("level3") or ""
+    sig = f"{actor}|{level}|{m.group('where') or m.group('where2') or m.group('where3') or ''}"
     return sig, line[m.end():]
 
 

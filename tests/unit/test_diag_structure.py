@@ -188,13 +188,18 @@ def test_layout_shapes_read_camel_case_world_size():
 @pytest.mark.parametrize("prefix", [
     "Oct 04 15:02:41 llm vllm-serve[394]: ",  # journalctl (short)
     "2025-11-25T08:34:28+0000 spark1 vllm[1234]: ",  # journalctl -o short-iso
+    "[1,0]<stderr>:",  # mpirun --tag-output
+    "0: ",  # srun --label
+    "spark-node2: ",  # pdsh
+    "[pod/vllm-0/vllm] ",  # kubectl logs --prefix
+    "vllm-head  | ",  # docker compose, no replica index
 ])
 @pytest.mark.parametrize("case", [
     "a/vllm_msswift_3739_world_size_not_tp_times_pp",  # a bare exception line, shape-named
     "a/vllm_vita_42_required_gpus_exceed_placement_group",  # a traceback, its exception shape-named
     "a/vllm_higgsaudio_123_repo_not_found_local_path",
 ])
-def test_the_same_log_read_through_journald_names_the_same_cause(case, prefix, tmp_path):
+def test_the_same_log_read_through_a_collector_names_the_same_cause(case, prefix, tmp_path):
     paths = held_in(case)
     want = named(paths)[0]
     moved = []
@@ -204,3 +209,19 @@ def test_the_same_log_read_through_journald_names_the_same_cause(case, prefix, t
         out.write_text("\n".join(x if x.startswith("# ") else prefix + x for x in lines) + "\n", encoding="utf-8")
         moved.append(str(out))
     assert named(moved)[0] == want
+
+
+@pytest.mark.parametrize("line, sig, body", [
+    ("[2025-06-22 16:13:55 TP0] Watchdog timeout (self.watchdog_timeout=300)", "TP0||", "Watchdog timeout (self.watchdog_timeout=300)"),
+    ("2024-09-21 18:15:28,304\tINFO worker.py:1786 -- Started a local Ray instance.", "|INFO|worker.py:1786",
+     "Started a local Ray instance."),
+    ("2025-06-22 16:13:55,123 - root - WARNING - ValueError: handled", "|WARNING|", "ValueError: handled"),
+    # bodies that look like prefixes stay whole: an exception, an NCCL line, a frame
+    ("torch.distributed.DistBackendError: NCCL error", "", "torch.distributed.DistBackendError: NCCL error"),
+    ("gcn14:3570219:3570219 [3] NCCL INFO Connected all rings", "", "gcn14:3570219:3570219 [3] NCCL INFO Connected all rings"),
+    ("ValueError: x", "", "ValueError: x"),
+])
+def test_logger_prefixes_split_into_signature_and_body(line, sig, body):
+    from sparktui.diagnosis import lineprefix
+
+    assert lineprefix.split(line) == (sig, body)
