@@ -77,3 +77,33 @@ def split(line: str) -> tuple[str, str]:
 
 def body(line: str) -> str:
     return split(line)[1]
+
+
+def paste_margin(lines: list[str]) -> str:
+    """The margin a whole pasted log carries (a quote's "> ", an indent of a list or a forum post):
+    what EVERY non-blank line starts with, "" when any line starts at column 0.  Offline only, on
+    the first chunk of a file; a leading block of "#" header lines is not part of the paste."""
+    body = [ln for ln in lines if ln.strip()]
+    while body and body[0].startswith("#"):
+        body.pop(0)
+    if len(body) < 2:
+        return ""
+    if all(ln.startswith(">") for ln in body):
+        return "> " if all(ln.startswith("> ") or ln.rstrip() == ">" for ln in body) else ">"
+    lead = [ln[:len(ln) - len(ln.lstrip(" \t"))] for ln in body]
+    margin = lead[0]
+    for x in lead[1:]:
+        while margin and not x.startswith(margin):
+            margin = margin[:-1]
+        if not margin:
+            return ""
+    return margin
+
+
+def strip_margin(lines: list[str], margin: str) -> list[str]:
+    if not margin:
+        return lines
+    n = len(margin)
+    bare = margin.rstrip()  # "> " pasted as ">" on an empty quoted line
+    return [ln[n:] if ln.startswith(margin) else (ln[len(bare):] if bare and ln.startswith(bare) else ln)
+            for ln in lines]

@@ -193,6 +193,8 @@ def test_layout_shapes_read_camel_case_world_size():
     "spark-node2: ",  # pdsh
     "[pod/vllm-0/vllm] ",  # kubectl logs --prefix
     "vllm-head  | ",  # docker compose, no replica index
+    "    ",  # a whole log pasted indented (a list item, a forum post)
+    "> ",  # ... or quoted
 ])
 @pytest.mark.parametrize("case", [
     "a/vllm_msswift_3739_world_size_not_tp_times_pp",  # a bare exception line, shape-named
@@ -225,3 +227,15 @@ def test_logger_prefixes_split_into_signature_and_body(line, sig, body):
     from sparktui.diagnosis import lineprefix
 
     assert lineprefix.split(line) == (sig, body)
+
+
+def test_paste_margin_is_what_every_line_starts_with():
+    from sparktui.diagnosis.lineprefix import paste_margin, strip_margin
+
+    tb = ["Traceback (most recent call last):", '  File "x.py", line 1, in f', "ValueError: x"]
+    assert paste_margin(tb) == ""  # a log at column 0: its own indentation is meaning, not margin
+    assert paste_margin(["    " + x for x in tb]) == "    "
+    assert paste_margin(["# source: x", "# expect: y", *("  " + x for x in tb)]) == "  "
+    assert paste_margin(["> " + x for x in tb] + [">"]) == "> "
+    assert strip_margin(["  " + x for x in tb], "  ") == tb
+    assert paste_margin(['  File "x.py", line 1, in f']) == ""  # one line says nothing
