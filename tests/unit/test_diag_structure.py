@@ -239,3 +239,17 @@ def test_paste_margin_is_what_every_line_starts_with():
     assert paste_margin(["> " + x for x in tb] + [">"]) == "> "
     assert strip_margin(["  " + x for x in tb], "  ") == tb
     assert paste_margin(['  File "x.py", line 1, in f']) == ""  # one line says nothing
+
+
+def test_a_tensorrt_llm_log_that_stops_in_its_mpi_session_setup_is_a_suspected_hang():
+    from sparktui.diagnosis.classifier import SourceScanner
+
+    # NVIDIA/TensorRT-LLM#9680 (trtllm-serve with TP > 1 hangs): the last lines the ranks print
+    sc = SourceScanner("t")
+    sc.feed(["[TensorRT-LLM][INFO] Refreshed the MPI local session",
+             "[TensorRT-LLM][INFO] MPI size: 4, MPI local size: 4, rank: 1",
+             "[TensorRT-LLM][INFO] Using user-specified devices: (0, 1, 2, 3)",
+             "[TensorRT-LLM][INFO] Rank 1 is using GPU 1"])
+    sc.finish()
+    hang = [f for f in sc.findings if f.id == "suspected_hang"]
+    assert hang and hang[0].severity == "warning" and "MPI session" in hang[0].title
