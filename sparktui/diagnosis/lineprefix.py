@@ -28,7 +28,8 @@ _PREFIX = re.compile(
     r"(?:\[pod/[^\]\s]{1,200}\] )?"  # kubectl logs --prefix
     # docker timestamp; after it, journalctl -o short-iso's "host unit[pid]: "
     r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? (?:[\w.-]{1,64} [\w@.:/-]{1,80}?\[\d+\]: )?)?"
-    r"(?:[\w.-]{1,64}\s+\| )?"  # docker compose service prefix ("vllm-1  | ", "head  | ")
+    # docker compose service prefix ("vllm-1  | ", "head  | "), with `logs -t` its timestamp after it
+    r"(?:[\w.-]{1,64}\s+\| (?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? )?)?"
     # launchers: mpirun "[1,0]<stderr>:", srun/torchrun "0: ", pdsh "node01: " (a host name with a digit)
     r"(?:\[(?P<mpi>\d{1,5},\d{1,5})\]<std(?:out|err)>: ?|(?P<task>\d{1,4}): "
     r"|(?P<host>(?=[a-z-]{0,62}\d)[a-z][a-z0-9-]{0,62}): )?"
@@ -41,7 +42,10 @@ _PREFIX = re.compile(
     r"(?:\[(?P<level3>" + _LEVELS + r")\] ?(?:\[(?P<where3>[^\]\s]{1,160})\] ?)?)?"
     # Python logging / Ray: "2025-06-22 16:13:55,123 - name - ERROR - ", "2024-09-21 18:15:28,304\tINFO worker.py:1786 -- "
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: - [\w.]{1,80} -)?[ \t]-? ?(?P<level2>" + _LEVELS + r")"
-    r"(?: -|:)? (?:(?P<where2>[\w./<>-]{1,120}:\d+) -- )?)?"
+    r"(?: -|:)? (?:(?P<where2>[\w./<>-]{1,120}:\d+) -- )?"
+    # loguru / FastChat: "2025-11-29 19:11:29.002 | ERROR    | mod:func:12 - ", "... | ERROR | stderr | "
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \| (?:(?P<level4>" + _LEVELS + r"|SUCCESS|TRACE) *\| "
+    r"(?:(?P<where4>[\w.<>-]{1,80}:[\w<>-]{1,80}:\d+) - |std(?:out|err) \| )?)?)?"
 )
 _ACTOR_PID = re.compile(r"\bpid=\d+")
 
@@ -64,15 +68,29 @@ def split(line: str) -> tuple[str, str]:
     m = _PREFIX.match(line)
     if m is None or m.end() == 0:
         return "", line
+    actor, level, where = _parts(m)
+    rest = line[m.end():]
+    # a collector's or wrapper's logger around vLLM's own prefix ("2025-11-29 19:11:29.002 | (EngineCore
+    # pid=96) ERROR ..."): the inner prefix is stripped too and names the process (gate: cheap test)
+    if rest[:1] == "(" or rest[:1] in "IWEDC" and rest[:4] in ("INFO", "WARN", "ERRO", "DEBU", "CRIT"):
+        m2 = _PREFIX.match(rest)
+        if m2 is not None and m2.end() > 0:
+            a2, l2, w2 = _parts(m2)
+            actor, level, where = a2 or actor, l2 or level, w2 or where
+            rest = rest[m2.end():]
+    return f"{actor}|{level}|{where}", rest
+
+
+def _parts(m: re.Match[str]) -> tuple[str, str, str]:
     actor = m.group("actor") or ""
     if actor:
         # the actor's identity without volatile parts would be e.g. "RayWorkerWrapper pid=1234"
         actor = actor.split(",")[0]
     else:  # a launcher's rank or host, or SGLang's "TP0": which process printed it
         actor = m.group("mpi") or m.group("task") or m.group("host") or m.group("sgl") or ""
-    level = m.group("level") or m.group("level2") or m.group("level3") or ""
-    sig = f"{actor}|{level}|{m.group('where') or m.group('where2') or m.group('where3') or ''}"
-    return sig, line[m.end():]
+    level = m.group("level") or m.group("level2") or m.group("level3") or m.group("level4") or ""
+    where = m.group("where") or m.group("where2") or m.group("where3") or m.group("where4") or ""
+    return actor, level, where
 
 
 def body(line: str) -> str:

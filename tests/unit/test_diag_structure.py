@@ -193,6 +193,8 @@ def test_layout_shapes_read_camel_case_world_size():
     "spark-node2: ",  # pdsh
     "[pod/vllm-0/vllm] ",  # kubectl logs --prefix
     "vllm-head  | ",  # docker compose, no replica index
+    "vllm-1  | 2025-11-29T19:11:29.002992818Z ",  # docker compose logs -t
+    "2025-11-29 19:11:29.002 | ERROR    | worker:run:12 - ",  # loguru around the engine's own lines
     "    ",  # a whole log pasted indented (a list item, a forum post)
     "> ",  # ... or quoted
 ])
@@ -218,6 +220,10 @@ def test_the_same_log_read_through_a_collector_names_the_same_cause(case, prefix
     ("2024-09-21 18:15:28,304\tINFO worker.py:1786 -- Started a local Ray instance.", "|INFO|worker.py:1786",
      "Started a local Ray instance."),
     ("2025-06-22 16:13:55,123 - root - WARNING - ValueError: handled", "|WARNING|", "ValueError: handled"),
+    ("2024-01-01 10:00:00 | ERROR | stderr | ValueError: y", "|ERROR|", "ValueError: y"),  # FastChat
+    # a wrapper's logger around vLLM's own prefix: both go, the inner one names the process
+    ("2025-11-29 19:11:29.002 | (EngineCore_DP0 pid=96) ERROR 01-28 06:36:45 [core.py:946] RuntimeError: x",
+     "EngineCore_DP0 pid=96|ERROR|core.py:946", "RuntimeError: x"),
     # bodies that look like prefixes stay whole: an exception, an NCCL line, a frame
     ("torch.distributed.DistBackendError: NCCL error", "", "torch.distributed.DistBackendError: NCCL error"),
     ("gcn14:3570219:3570219 [3] NCCL INFO Connected all rings", "", "gcn14:3570219:3570219 [3] NCCL INFO Connected all rings"),
