@@ -45,8 +45,16 @@ _PREFIX = re.compile(
     r"(?: -|:)? (?:(?P<where2>[\w./<>-]{1,120}:\d+) -- )?"
     # loguru / FastChat: "2025-11-29 19:11:29.002 | ERROR    | mod:func:12 - ", "... | ERROR | stderr | "
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \| (?:(?P<level4>" + _LEVELS + r"|SUCCESS|TRACE) *\| "
-    r"(?:(?P<where4>[\w.<>-]{1,80}:[\w<>-]{1,80}:\d+) - |std(?:out|err) \| )?)?)?"
+    r"(?:(?P<where4>[\w.<>-]{1,80}:[\w<>-]{1,80}:\d+) - |std(?:out|err) \| )?)?"
+    # Python logging's default "ERROR:root:", and "- name - ERROR - " after an ISO time (taken above)
+    r"|(?P<level5>" + _LEVELS + r"):[\w.]{1,80}:|- [\w.]{1,80} - (?P<level6>" + _LEVELS + r") - "
+    # glog (Ray, C++ services): "E0617 08:47:15.010046 12345 worker.cc:123] ", Ray's core
+    # "[2025-07-23 10:06:19,681 E 51000 51000] core_worker.cc:183: "
+    r"|(?P<glog>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ (?P<where7>[\w./-]{1,120}:\d+)\] "
+    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (?P<raylog>[IWEFD]) \d+ \d+\] (?P<where8>[\w./-]{1,120}:\d+): )?"
 )
+_INNER = ("(", "INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ")  # what vLLM's own prefix starts with
+_GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL", "D": "DEBUG"}
 _ACTOR_PID = re.compile(r"\bpid=\d+")
 
 
@@ -72,7 +80,7 @@ def split(line: str) -> tuple[str, str]:
     rest = line[m.end():]
     # a collector's or wrapper's logger around vLLM's own prefix ("2025-11-29 19:11:29.002 | (EngineCore
     # pid=96) ERROR ..."): the inner prefix is stripped too and names the process (gate: cheap test)
-    if rest[:1] == "(" or rest[:1] in "IWEDC" and rest[:4] in ("INFO", "WARN", "ERRO", "DEBU", "CRIT"):
+    if rest.startswith(_INNER):
         m2 = _PREFIX.match(rest)
         if m2 is not None and m2.end() > 0:
             a2, l2, w2 = _parts(m2)
@@ -81,16 +89,18 @@ def split(line: str) -> tuple[str, str]:
     return f"{actor}|{level}|{where}", rest
 
 
+# the named groups, read in one call (this runs for every line that holds a scan literal)
+_GROUPS = ("actor", "mpi", "task", "host", "sgl",
+           "level", "level2", "level3", "level4", "level5", "level6", "glog", "raylog",
+           "where", "where2", "where3", "where4", "where7", "where8")
+
+
 def _parts(m: re.Match[str]) -> tuple[str, str, str]:
-    actor = m.group("actor") or ""
-    if actor:
-        # the actor's identity without volatile parts would be e.g. "RayWorkerWrapper pid=1234"
-        actor = actor.split(",")[0]
-    else:  # a launcher's rank or host, or SGLang's "TP0": which process printed it
-        actor = m.group("mpi") or m.group("task") or m.group("host") or m.group("sgl") or ""
-    level = m.group("level") or m.group("level2") or m.group("level3") or m.group("level4") or ""
-    where = m.group("where") or m.group("where2") or m.group("where3") or m.group("where4") or ""
-    return actor, level, where
+    g = m.group(*_GROUPS)
+    # the actor's identity without volatile parts would be e.g. "RayWorkerWrapper pid=1234"
+    actor = g[0].split(",")[0] if g[0] else (g[1] or g[2] or g[3] or g[4] or "")
+    level = g[5] or g[6] or g[7] or g[8] or g[9] or g[10] or _GLOG_LEVELS.get(g[11] or g[12] or "", "")
+    return actor, level, g[13] or g[14] or g[15] or g[16] or g[17] or g[18] or ""
 
 
 def body(line: str) -> str:

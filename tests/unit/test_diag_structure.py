@@ -221,6 +221,12 @@ def test_the_same_log_read_through_a_collector_names_the_same_cause(case, prefix
      "Started a local Ray instance."),
     ("2025-06-22 16:13:55,123 - root - WARNING - ValueError: handled", "|WARNING|", "ValueError: handled"),
     ("2024-01-01 10:00:00 | ERROR | stderr | ValueError: y", "|ERROR|", "ValueError: y"),  # FastChat
+    ("ERROR:root:ValueError: x", "|ERROR|", "ValueError: x"),  # Python logging's default format
+    ("E0617 08:47:15.010046 12345 worker.cc:123] boom", "|ERROR|worker.cc:123", "boom"),  # glog
+    # b/ray_mm-eureka_54: Ray's core logger
+    ("[2025-07-23 10:06:19,681 W 51000 51000] gcs_client.cc:183: Failed to get cluster ID from GCS server",
+     "|WARNING|gcs_client.cc:183", "Failed to get cluster ID from GCS server"),
+    ("2025-06-07T18:13:55+00:00 - gpustack.worker - ERROR - boom", "|ERROR|", "boom"),
     # a wrapper's logger around vLLM's own prefix: both go, the inner one names the process
     ("2025-11-29 19:11:29.002 | (EngineCore_DP0 pid=96) ERROR 01-28 06:36:45 [core.py:946] RuntimeError: x",
      "EngineCore_DP0 pid=96|ERROR|core.py:946", "RuntimeError: x"),
