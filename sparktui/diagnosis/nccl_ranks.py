@@ -241,7 +241,8 @@ def compare_ranks(trackers: list[RankTracker]) -> list[Behind]:
     """Which rank is behind, across the given sources (empty when it cannot be told)."""
     ts = [t for t in trackers if t.seen]
     if len(ts) < 2:
-        return _seq_behind(ts, []) if ts else []  # one file may still hold several ranks' watchdogs
+        # one file may still hold several ranks' watchdogs (a timeout fired: otherwise ranks in motion)
+        return _seq_behind(ts, []) if any(t.wd_seq is not None for t in ts) else []
     out: list[Behind] = []
     # 1. init: some ranks completed a communicator, another started it and never completed
     done = [t for t in ts if any(st.init_complete for st in t.comms.values())]

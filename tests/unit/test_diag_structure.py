@@ -265,3 +265,19 @@ def test_a_tensorrt_llm_log_that_stops_in_its_mpi_session_setup_is_a_suspected_h
     sc.finish()
     hang = [f for f in sc.findings if f.id == "suspected_hang"]
     assert hang and hang[0].severity == "warning" and "MPI session" in hang[0].title
+
+
+def test_work_lines_without_a_timeout_are_ranks_in_motion_not_behind():
+    from sparktui.diagnosis.classifier import SourceScanner
+    from sparktui.diagnosis.nccl_ranks import compare_ranks
+
+    # b/pytorch_torchtune_2093's two ranks, as lines that name their work without a watchdog timeout
+    # (debug logging), next to an NCCL line: ranks at different SeqNums are simply running
+    sc = SourceScanner("t")
+    sc.feed(["gcn14:3570219:3570219 [3] NCCL INFO Connected all rings",
+             "[rank0]:[I227 23:07:54.322446753 ProcessGroupNCCL.cpp:629] [Rank 0] enqueued WorkNCCL(SeqNum=619725, "
+             "OpType=_ALLGATHER_BASE, NumelIn=54528000, NumelOut=218112000, Timeout(ms)=1800000)",
+             "[rank3]:[I227 23:07:54.323599416 ProcessGroupNCCL.cpp:629] [Rank 3] enqueued WorkNCCL(SeqNum=619727, "
+             "OpType=_REDUCE_SCATTER_BASE, NumelIn=4096, NumelOut=1024, Timeout(ms)=1800000)"])
+    sc.finish()
+    assert compare_ranks(sc.trackers) == []
