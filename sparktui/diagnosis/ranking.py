@@ -9,8 +9,9 @@ B marked ``consequence`` (the engine died, a worker died, the group was aborted:
 looks like from outside) has more causes: every error that is not a consequence itself, of the same
 source before it or of another source (another rank or node), and its ``caused_by`` ids in the
 same source in either order (a C++ WARN on stderr and a Python traceback on stdout interleave out
-of order); an error of the same source printed up to ``CRASH_SPAN`` lines after it counts too.  For any B, a cause printed at most ``INTERLEAVE`` lines after it in the same source
-counts for the same reason.
+of order); an error of the same source printed up to ``CRASH_SPAN`` lines after it counts too.
+For any B, a cause printed at most ``INTERLEAVE`` lines after it in the same source counts for the
+same reason.
 """
 
 from __future__ import annotations
