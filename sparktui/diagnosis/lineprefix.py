@@ -55,6 +55,33 @@ _PREFIX = re.compile(
 )
 _INNER = ("(", "INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ")  # what vLLM's own prefix starts with
 _GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL", "D": "DEBUG"}
+# the common case first, cheaply: vLLM's and Ray's own prefixes at the start of the line (optionally
+# after a docker timestamp or a compose "name-N | ").  Where it finds an actor or a vLLM header, no
+# other prefix can come before them; everything else is read by _PREFIX.
+_FAST = re.compile(
+    r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? )?"
+    r"(?:[\w.-]+-\d+\s+\| )?"
+    r"(?:\((?P<actor>[^()\n]{0,160}?\b(?:pid|ip)=[^()\n]{0,160}?)\) )?"
+    r"(?:\[rank\d+\]:)?"
+    r"(?:(?P<level>INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+    r"\[?(?P<where>[\w./<>-]+:\d+)\] ?)?"
+)
+_LEVEL_COLON = ("INFO:", "WARNING:", "WARN:", "ERROR:", "DEBUG:", "CRITICAL:", "FATAL:")  # Python logging's default
+_MONTHS = frozenset("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split())
+
+
+def _may_have_prefix(line: str) -> bool:
+    """Whether a line can start with a prefix only _PREFIX reads, by how each of them starts (most
+    lines, NCCL's "host:pid:tid [n]", an exception, a frame, prose, are told no by their first
+    characters): "[" (kubectl, mpirun, SGLang, DeepSpeed, Ray core), "-" (a logger's "- name -"), a
+    digit (timestamps, srun), a month (journald), glog's "E0617", Python logging's "ERROR:", a
+    compose "name | ", a pdsh "host: "."""
+    c = line[:1]
+    if c in "[-" or c.isdigit():
+        return c != ""
+    if c.isupper():
+        return line[:3] in _MONTHS or line[1:2].isdigit() or line.startswith(_LEVEL_COLON) or "| " in line[:80]
+    return "| " in line[:80] or (c.islower() and ": " in line[:66])
 _ACTOR_PID = re.compile(r"\bpid=\d+")
 
 
@@ -73,11 +100,19 @@ def clean(line: str) -> str:
 
 def split(line: str) -> tuple[str, str]:
     """(signature, body) of an already cleaned line.  Never raises."""
-    m = _PREFIX.match(line)
-    if m is None or m.end() == 0:
-        return "", line
-    actor, level, where = _parts(m)
-    rest = line[m.end():]
+    f = _FAST.match(line)
+    if f.group("actor") or f.group("level") or not _may_have_prefix(line):
+        if f.end() == 0:
+            return "", line
+        actor, level, where = f.group("actor", "level", "where")
+        actor, level, where = actor.split(",")[0] if actor else "", level or "", where or ""
+        rest = line[f.end():]
+    else:
+        m = _PREFIX.match(line)
+        if m is None or m.end() == 0:
+            return "", line
+        actor, level, where = _parts(m)
+        rest = line[m.end():]
     # a collector's or wrapper's logger around vLLM's own prefix ("2025-11-29 19:11:29.002 | (EngineCore
     # pid=96) ERROR ..."): the inner prefix is stripped too and names the process (gate: cheap test)
     if rest.startswith(_INNER):

@@ -9,6 +9,8 @@ refused by ``held_in``) or a real line quoted from one.
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sparktui.commands.diagnose import analyse
 from sparktui.diagnosis.collectives import CollOp
@@ -281,3 +283,19 @@ def test_work_lines_without_a_timeout_are_ranks_in_motion_not_behind():
              "OpType=_REDUCE_SCATTER_BASE, NumelIn=4096, NumelOut=1024, Timeout(ms)=1800000)"])
     sc.finish()
     assert compare_ranks(sc.trackers) == []
+
+
+_PIECES = ["[", "]", " ", ": ", "| ", "-", " - ", "(", ")", "pid=1", "INFO", "ERROR", "E0617", "Oct", "04",
+           "15:02:41", "2025-06-22", "T", "Z", "<stderr>", ",", "a", "node1", "TP0", "\t", ":", "0"]
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=14))
+def test_the_fast_path_never_hides_a_prefix_the_full_reading_finds(parts):
+    from sparktui.diagnosis import lineprefix
+
+    line = "".join(parts) + " msg"
+    f = lineprefix._FAST.match(line)
+    if f.group("actor") or f.group("level") or lineprefix._may_have_prefix(line):
+        return  # the full reading runs (or the fast one found vLLM's own prefix)
+    assert lineprefix._PREFIX.match(line).end() <= f.end(), line
