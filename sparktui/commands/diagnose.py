@@ -156,7 +156,7 @@ def _cut_str(line: str) -> str:
 
 def analyse(paths: list[str], max_bytes: int = MAX_INPUT_BYTES, notes: list[str] | None = None):
     """Run the Diagnoser over the files; returns it (finished).  ``notes``: inputs cut at max_bytes."""
-    from ..diagnosis import Diagnoser
+    from ..diagnosis import Diagnoser, lineprefix
 
     dg = Diagnoser()
     seen: dict[str, int] = {}
@@ -166,9 +166,12 @@ def analyse(paths: list[str], max_bytes: int = MAX_INPUT_BYTES, notes: list[str]
         seen[name] = seen.get(name, 0) + 1
         key = name if seen[name] == 1 else f"{name}#{seen[name]}"
         sc = dg.scanner(key)
+        margin: str | None = None
         try:
             for chunk in _chunks(fh, name, max_bytes, notes):
-                sc.feed(chunk)
+                if margin is None:  # a log pasted indented or quoted: its margin is no part of a line
+                    margin = lineprefix.paste_margin(chunk)
+                sc.feed(lineprefix.strip_margin(chunk, margin))
         finally:
             if path != "-":
                 fh.close()

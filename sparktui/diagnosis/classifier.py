@@ -435,7 +435,8 @@ class SourceScanner:
         entry = self._match(line, hits)
         if entry is not None:
             self._raise(entry, lineno, [line], out)
-        elif ("rror" in body or "Exception" in body or "what():" in body) and parse_exception(body) is not None:
+        elif ("rror" in body or "Exception" in body or "what():" in body or "ERROR]" in body or "[E]" in body
+              or "panic" in body) and parse_exception(body) is not None:
             # its traceback header may have been cut off; the message may go on for a few lines (up
             # to a blank line, as in a traceback)
             more: list[str] = []
@@ -680,7 +681,25 @@ class SourceScanner:
                 out.append(f)
         out.extend(self._end_phase(last_error, tail))
         out.extend(self._bare_exception())
+        out.extend(self._together())
         out.extend(self._cut_frames())
+        return out
+
+    def _together(self) -> list[Finding]:
+        """end_phases.toml [[together]]: a fact this source noted (a milestone's detail) and a finding
+        it raised that together name a cause; raised at the fact's line (it came first)."""
+        out: list[Finding] = []
+        for t in default_end_phases().together:
+            ms = self.milestones.reached.get(t.milestone)
+            if ms is None or t.detail not in dict(ms.detail):
+                continue
+            hit = next((f for f in self.findings if f.id == t.finding), None)
+            if hit is None:
+                continue
+            f = self.raise_derived(t.id, ms.line, [t.why, f"{ms.line}: {ms.text}",
+                                                   f"{hit.line}: {hit.title}", *hit.evidence[:2]])
+            if f:
+                out.append(f)
         return out
 
     def _cut_frames(self) -> list[Finding]:

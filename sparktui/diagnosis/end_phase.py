@@ -27,10 +27,22 @@ class EndPhase:
 
 
 @dataclass(frozen=True)
+class Together:
+    """A milestone detail and a finding of one source that together name another id."""
+
+    milestone: str
+    detail: str
+    finding: str
+    id: str
+    why: str
+
+
+@dataclass(frozen=True)
 class EndPhases:
     done: tuple[re.Pattern[str], ...]
     phases: tuple[EndPhase, ...]
     last_lines: tuple[tuple[re.Pattern[str], str, bool], ...] = ()  # (pattern, id, unexplained only)
+    together: tuple[Together, ...] = ()
 
     def last_line(self, tail: list[tuple[int, str]], explained: bool = False) -> tuple[int, str] | None:
         """(line number, finding id) when the last non-blank line says how the process ended
@@ -77,7 +89,13 @@ def parse_end_phases(text: str, path: str, known_ids: set[str] | None = None) ->
         if known_ids is not None and raw["id"] not in known_ids:
             raise ValueError(f"{path}: last_line {raw['pattern']!r}: {raw['id']!r} is not a catalogue id")
         last.append((re.compile(raw["pattern"]), raw["id"], bool(raw.get("unexplained", False))))
-    ep = EndPhases(done, tuple(phases), tuple(last))
+    together = []
+    for raw in data.get("together", []):
+        t = Together(raw["milestone"], raw["detail"], raw["finding"], raw["id"], raw.get("why", ""))
+        if known_ids is not None and not {t.finding, t.id} <= known_ids:
+            raise ValueError(f"{path}: together {t.id!r}: {t.finding!r} or {t.id!r} is not a catalogue id")
+        together.append(t)
+    ep = EndPhases(done, tuple(phases), tuple(last), tuple(together))
     for raw in data.get("last_line", []):
         for ex in raw.get("examples", []):
             if ep.last_line([(1, ex)]) != (1, raw["id"]):

@@ -39,6 +39,15 @@ _LAUNCHER_PREFIX = re.compile(
 
 # a C++ exception's message after "terminate called after throwing an instance of 'c10::Error'"
 _WHAT = re.compile(r"^\s*what\(\):\s+(?P<msg>.*)$")
+# error lines of engines that print no Python exception, each read as (class, message) so the shape
+# table maps them by data: TensorRT/TensorRT-LLM's "[TRT-LLM] [RANK 0] [E] ..." and
+# "[TensorRT-LLM][ERROR] ...", a Rust panic ("thread 'main' panicked at src/x.rs:1:2: ..."), a Go
+# panic ("panic: ...").  A bare "Error: ..." stays prose (it is how logs say "see above").
+_ENGINE_LINE = (
+    (re.compile(r"^(?:\[[^\]\[]{1,40}\] ?){0,4}\[(?:E|ERROR)\] ?(?P<msg>\S.*)$"), "EngineError"),
+    (re.compile(r"^thread '[^']{0,80}' panicked at (?:[^\s:]{1,200}:\d+:\d+:?)?\s*(?P<msg>.*)$"), "panic"),
+    (re.compile(r"^panic: (?P<msg>\S.*)$"), "panic"),
+)
 # an exception quoted inside another's message: vLLM's "Worker failed with error 'ImportError: ...'"
 _QUOTED = re.compile(r"'(?P<cls>(?:[A-Za-z_]\w*\.){0,8}[A-Z]\w*(?:Error|Exception)): ?(?P<msg>[^']*)")
 
@@ -50,6 +59,11 @@ def parse(text: str) -> tuple[str, str] | None:
     if w is not None:
         return "what()", w.group("msg").strip()
     m = _EXC_LINE.match(text)
+    if m is None and text[:1] in "[tp":  # cheap gate: every engine shape starts with one of these
+        for rx, cls in _ENGINE_LINE:
+            e = rx.match(text)
+            if e is not None:
+                return cls, e.group("msg").strip()
     if m is None:
         p = _LAUNCHER_PREFIX.match(text)
         if p is None or p.end() == 0:

@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from .collectives import CollOp, Mismatch, mismatches
 from .nccl_lines import NcclLine, WatchdogLine
 
+# how far ahead (in SeqNums) a rank of one process group can get while a peer is stuck: torch
+# enqueues a few collectives asynchronously before the ahead rank blocks too
+MAX_SEQ_DRIFT = 64
 _ACTIVE_OP = re.compile(r"\[(\d+)-(\d+)\|(\d+)\|\s*(Coll|Send|Recv)\s*(\d+)\s*([IGSRFD]?)\s*/\s*(\d+)\]")
 
 
@@ -238,7 +241,8 @@ def compare_ranks(trackers: list[RankTracker]) -> list[Behind]:
     """Which rank is behind, across the given sources (empty when it cannot be told)."""
     ts = [t for t in trackers if t.seen]
     if len(ts) < 2:
-        return []
+        # one file may still hold several ranks' watchdogs (a timeout fired: otherwise ranks in motion)
+        return _seq_behind(ts, []) if any(t.wd_seq is not None for t in ts) else []
     out: list[Behind] = []
     # 1. init: some ranks completed a communicator, another started it and never completed
     done = [t for t in ts if any(st.init_complete for st in t.comms.values())]
@@ -279,6 +283,8 @@ def compare_ranks(trackers: list[RankTracker]) -> list[Behind]:
                     t.wd_line[0] if t.wd_line else None, tuple(_ev(t.source, t.wd_line) + _ev(top.source, top.wd_line)),
                     "watchdog",
                 ))
+    if fired:
+        out.extend(_seq_behind(ts, out))
     # 3. ACTIVE OPS: peers wait inside a collective, this rank has none in flight
     waiting = [t for t in ts if t.active_ops]
     for t in ts:
@@ -307,6 +313,52 @@ def compare_ranks(trackers: list[RankTracker]) -> list[Behind]:
                 f"rank {t.rank} issued collectives up to opCount {lo[0]:#x}, rank {hi[1].rank} up to {hi[0]:#x}",
                 t.last_line[0] if t.last_line else None, tuple(_ev(t.source, t.last_line)), "opcount",
             ))
+    return out
+
+
+def _seq_behind(ts: list[RankTracker], known: list[Behind]) -> list[Behind]:
+    """Watchdog SeqNums compared per rank, from the ops the watchdog lines name: one file may hold
+    several ranks' lines ("[rank0]:" and "[rank3]:" interleaved), so ranks are told apart by their
+    own numbers.  The ranks below the highest SeqNum of the group are behind (a desync, even without
+    a Flight Recorder dump)."""
+    ops = [o for t in ts for o in t.ops]
+    if not ops or mismatches(ops):
+        return []  # a split at one SeqNum is the story (collective_mismatches)
+    out: list[Behind] = []
+    for o in _behind_by_seq(ops):
+        if any(b.rank == o.rank and (b.source == o.source or b.kind == "watchdog") for b in known + out):
+            continue
+        top = max((x for x in ops if not o.pg or x.pg in ("", o.pg)), key=lambda x: x.seq)
+        out.append(Behind(
+            o.rank, o.source,
+            f"rank {o.rank}'s watchdog fired on SeqNum {o.seq} ({o.op}) while rank {top.rank} had reached "
+            f"SeqNum {top.seq} ({top.op}): the ranks are out of step",
+            o.line, (f"{o.source}:{o.line}: {o.text}", f"{top.source}:{top.line}: {top.text}"), "watchdog",
+        ))
+    return out
+
+
+def _behind_by_seq(ops: list[CollOp]) -> list[CollOp]:
+    """Each rank's last op where the ranks' last SeqNums of one process group differ: the ranks
+    below the highest (lowest first).  Lines without a process group join the only one named; with
+    several named, only ops that name theirs are compared (SeqNums count per group)."""
+    named = {o.pg for o in ops if o.pg}
+    groups = {pg: [o for o in ops if o.pg == pg] for pg in named} if len(named) > 1 else {"": ops}
+    out: list[CollOp] = []
+    for group in groups.values():
+        last: dict[int, CollOp] = {}
+        seqs: dict[int, set[int]] = {}
+        for o in group:
+            seqs.setdefault(o.rank, set()).add(o.seq)
+            if o.rank not in last or o.seq > last[o.rank].seq:
+                last[o.rank] = o
+        # a rank timing out on several SeqNums is in several groups the lines do not tell apart
+        if len(last) < 2 or any(len(v) > 1 for v in seqs.values()):
+            continue
+        hi = max(o.seq for o in last.values())
+        # ranks of one group cannot drift far apart (the ahead one blocks in its next collectives):
+        # a wide gap means different groups, not a desync
+        out.extend(sorted((o for o in last.values() if hi - MAX_SEQ_DRIFT <= o.seq < hi), key=lambda o: o.seq))
     return out
 
 

@@ -9,8 +9,9 @@ B marked ``consequence`` (the engine died, a worker died, the group was aborted:
 looks like from outside) has more causes: every error that is not a consequence itself, of the same
 source before it or of another source (another rank or node), and its ``caused_by`` ids in the
 same source in either order (a C++ WARN on stderr and a Python traceback on stdout interleave out
-of order).  For any B, a cause printed at most ``INTERLEAVE`` lines after it in the same source
-counts for the same reason.
+of order); an error of the same source printed up to ``CRASH_SPAN`` lines after it counts too.
+For any B, a cause printed at most ``INTERLEAVE`` lines after it in the same source counts for the
+same reason.
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ GENERIC_IDS = frozenset({"unhandled_exception"})
 # a cause printed this few lines AFTER its consequence still counts: a C++ library's stderr (NCCL's
 # WARN) and Python's stdout (the traceback) interleave out of order
 INTERLEAVE = 30
+# a consequence (the engine died, a worker died, a watchdog fired) is printed by whichever process
+# notices first; the failing process's own traceback can follow it by a whole crash's output (vLLM's
+# API server reports EngineDeadError while the engine core is still printing why).  A root error this
+# many lines after a consequence of the same source still explains it.
+CRASH_SPAN = 400
 
 
 def causes(findings: list[Finding], catalogue: Catalogue) -> dict[int, list[int]]:
@@ -40,8 +46,8 @@ def causes(findings: list[Finding], catalogue: Catalogue) -> dict[int, list[int]
             root = (ce is not None and not ce.consequence and c.id not in GENERIC_IDS
                     and f.id not in ce.consequence_of)
             if entry.consequence and root and c.severity == "error" \
-                    and (c.source != f.source or (c.line or 0) <= (f.line or 0)):
-                pass  # an earlier error of its own source, or an error of another rank/node
+                    and (c.source != f.source or (c.line or 0) - (f.line or 0) <= CRASH_SPAN):
+                pass  # an error of its own source (before, or in the same crash's output), or of another rank/node
             elif c.id in entry.caused_by:
                 after = (c.line or 0) - (f.line or 0)
                 interleaved = root and (entry.consequence or after <= INTERLEAVE)

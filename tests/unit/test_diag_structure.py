@@ -1,0 +1,301 @@
+"""Structural detectors (issue 12, part h): ranks out of step by their watchdog SeqNums, a Ray
+instance of one node asked for more GPUs than it has, SGLang's scheduler watchdog, error lines of
+other engines fed to the exception-shape table, consequences ranked below a cause printed later.
+
+Every case is a held-in excerpt of the corpus (``score_corpus.part_of`` decides; a held-out file is
+refused by ``held_in``) or a real line quoted from one.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sparktui.commands.diagnose import analyse
+from sparktui.diagnosis.collectives import CollOp
+from sparktui.diagnosis.end_phase import parse_end_phases
+from sparktui.diagnosis.nccl_ranks import MAX_SEQ_DRIFT, _behind_by_seq
+
+from corpus_helpers import held_in, named
+
+# ----------------------------------------------------------------------------- desync by SeqNum
+
+
+def test_ranks_timing_out_at_different_seqnums_in_one_file_name_the_rank_behind():
+    # b/pytorch_torchtune_2093: [rank0] waits in _ALLGATHER_BASE 619725, [rank3] in
+    # _REDUCE_SCATTER_BASE 619727; no Flight Recorder, one file
+    case = held_in("b/pytorch_torchtune_2093_checkpoint_allgather_vs_reducescatter")
+    assert named(case)[0] == "nccl_collective_mismatch"
+    dg = analyse(case)
+    f = next(f for f in dg.findings if f.id == "nccl_collective_mismatch")
+    assert "Rank 0 is behind" in f.title and "619725" in f.title and "619727" in f.title
+
+
+def test_one_rank_on_several_seqnums_is_several_groups_not_a_desync():
+    # b/pytorch_pytorch_118369: "[Rank 0]" times out on 96117, 96120 and 96125 (one per process
+    # group, none named) and "[Rank 7]" on 64088: nothing can be compared
+    assert named(held_in("b/pytorch_pytorch_118369_watchdog_legacy_format"))[0] == "nccl_watchdog_timeout"
+
+
+def test_seq_drift_bound_and_process_groups():
+    op = lambda r, s, pg="": CollOp(rank=r, seq=s, op="ALLREDUCE", pg=pg)  # noqa: E731
+    assert [o.rank for o in _behind_by_seq([op(0, 10), op(1, 12), op(2, 12)])] == [0]
+    assert _behind_by_seq([op(0, 10), op(1, 10 + MAX_SEQ_DRIFT + 1)]) == []
+    # SeqNums count per group: two named groups are compared apart, unnamed lines then left out
+    assert _behind_by_seq([op(0, 5, "0"), op(1, 900, "3"), op(2, 7)]) == []
+    assert [o.rank for o in _behind_by_seq([op(0, 5, "0"), op(1, 6, "0"), op(2, 900, "3")])] == [0]
+
+
+# ----------------------------------------------------------------------------- Ray of one node
+
+
+def test_local_ray_instance_with_an_unplaceable_gpu_demand_is_a_multinode_misconfig():
+    # a/vllm_vita_42: vLLM starts Ray itself ("Started a local Ray instance") and the tensor-parallel
+    # size needs more GPUs than the placement group of this one node can hold
+    case = held_in("a/vllm_vita_42_required_gpus_exceed_placement_group")
+    got = named(case)
+    assert got[0] == "multinode_executor_misconfig" and "ray_placement_group_stuck" in got
+
+
+def test_a_placement_group_pending_on_a_joined_cluster_stays_a_placement_problem():
+    # b/vllm_aibrix_927: the same demand message, but Ray was not started locally: not this rule
+    got = named(held_in("b/vllm_aibrix_927_waiting_placement_group"))
+    assert got[0] == "ray_placement_group_stuck" and "multinode_executor_misconfig" not in got
+
+
+def test_together_table_names_catalogue_ids():
+    bad = '[[together]]\nmilestone = "ray_joined"\ndetail = "local"\nfinding = "nope"\nid = "multinode_executor_misconfig"\n'
+    with pytest.raises(ValueError, match="nope"):
+        parse_end_phases(bad, "t.toml", {"multinode_executor_misconfig"})
+
+
+# ----------------------------------------------------------------------------- engines' own stall reports
+
+
+def test_sglang_scheduler_watchdog_opens_a_stall_phase():
+    # a/sglang_softthinking_10: the scheduler watchdog fires after 300 s without progress, then the
+    # parent gets SIGQUIT from the child: the log ends inside the stall
+    case = held_in("a/sglang_softthinking_10_watchdog_sigquit")
+    dg = analyse(case)
+    first = next(f for f in dg.findings if f.severity != "info")
+    assert first.id == "suspected_hang" and "watchdog" in first.title and first.line == 6
+
+
+def test_a_batch_logged_after_the_sglang_watchdog_closes_the_stall():
+    from sparktui.diagnosis.classifier import SourceScanner
+
+    sc = SourceScanner("t")
+    sc.feed(["[2025-06-22 16:13:55 TP0] Watchdog timeout (self.watchdog_timeout=300)",
+             "[2025-06-22 16:14:10 TP0] Decode batch. #running-req: 3, #token: 1200, token usage: 0.01, gen throughput (token/s): 80.1"])
+    sc.finish()
+    assert not [f for f in sc.findings if f.id == "suspected_hang"]
+
+
+# ----------------------------------------------------------------------------- error lines as exceptions
+
+
+@pytest.mark.parametrize("line, cls, fid", [
+    # a/trtllm_trtllm_2393: TensorRT-LLM's own error line, no Python exception around it
+    ("[TensorRT-LLM][ERROR] ICudaEngine::createExecutionContextWithoutDeviceMemory: Error Code 1: Cuda Runtime "
+     "(an illegal memory access was encountered)", "EngineError", "cuda_error"),
+    # a/trtllm_trtllm_9263: the PyTorch-flow prefix "[TRT-LLM] [RANK 0] [E]" before TensorRT-LLM's own
+    ("[11/18/2025-09:33:30] [TRT-LLM] [RANK 0] [E] Failed to initialize executor on rank 0: [TensorRT-LLM][ERROR] "
+     "Assertion failed: Failed, NCCL error ../tensorrt_llm/runtime/ncclCommunicator.cpp:66 'invalid usage'",
+     "EngineError", "nccl_comm_init_failed"),
+    # a/other_comfyuidwposetrt_5: TensorRT's "[E]" line
+    ("[E] IRuntime::deserializeCudaEngine: Error Code 1: Serialization (Serialization assertion stdVersionRead == "
+     "kSERIALIZATION_VERSION failed.Version tag does not match.", "EngineError", "trt_engine_version_mismatch"),
+])
+def test_engine_error_lines_feed_the_shape_table(line, cls, fid):
+    from sparktui.diagnosis.exc_shapes import default_shapes, parse
+
+    assert parse(line)[0] == cls
+    assert default_shapes().classify_line(line) == fid
+
+
+def test_panics_parse_as_exceptions_and_ordinary_lines_do_not():
+    from sparktui.diagnosis.exc_shapes import parse
+
+    assert parse("thread 'main' panicked at src/main.rs:10:5: CUDA error: out of memory") == \
+        ("panic", "CUDA error: out of memory")
+    assert parse("panic: runtime error: invalid memory address or nil pointer dereference")[0] == "panic"
+    for benign in ("[I] Loading engine", "[W] [TRT] Using an engine plan file across different models",
+                   "panicking is not an option", "Errors: 0"):
+        assert parse(benign) is None, benign
+
+
+# ----------------------------------------------------------------------------- consequences rank below
+
+
+def _ranked(lines: list[str]) -> list[str]:
+    from sparktui.diagnosis.catalogue import default_catalogue
+    from sparktui.diagnosis.classifier import SourceScanner
+    from sparktui.diagnosis.ranking import rank_findings
+
+    sc = SourceScanner("api")
+    sc.feed(lines)
+    sc.finish()
+    return [f.id for f in rank_findings(sc.findings, default_catalogue()) if f.severity == "error"]
+
+
+# a/vllm_vllm_27194 (the API server's report) and a/other_sdwebuinix_9 (a root cause's own line)
+DEAD = ("(APIServer pid=1) ERROR 10-20 03:20:50 [async_llm.py:485] vllm.v1.engine.exceptions.EngineDeadError: "
+        "EngineCore encountered an issue. See stack trace (above) for the root cause.")
+ROOT = "RuntimeError: CUDA error: no kernel image is available for execution on the device"
+
+
+def test_a_root_cause_printed_after_the_dead_engine_still_ranks_first():
+    from sparktui.diagnosis.ranking import CRASH_SPAN
+
+    filler = ["(EngineCore_DP0 pid=96) INFO 10-20 03:20:50 [core.py:1] still shutting down"] * (CRASH_SPAN // 2)
+    got = _ranked([DEAD, "", *filler, ROOT, ""])
+    assert got[0] == "cuda_error" and "engine_dead" in got
+    # a whole run later (beyond one crash's output) it is another story: the order says nothing then
+    far = ["(EngineCore_DP0 pid=96) INFO 10-20 03:20:50 [core.py:1] serving"] * (CRASH_SPAN + 10)
+    assert _ranked([DEAD, "", *far, ROOT, ""])[0] == "engine_dead"
+
+
+# ----------------------------------------------------------------------------- more phases a log ends in
+
+
+@pytest.mark.parametrize("last", [
+    "INFO:torch.distributed.distributed_c10d:Rank 1: Completed store-based barrier for key:store_based_barrier_key:1 with 2 nodes.",
+    "INFO 08-31 09:50:47 custom_all_reduce_utils.py:232] reading GPU P2P access cache from /root/.cache/vllm/gpu_p2p_access_cache_for_0,1.json",
+])
+def test_a_log_ending_right_after_the_group_is_formed_stops_in_nccl_init(last):
+    from sparktui.diagnosis.classifier import SourceScanner
+
+    sc = SourceScanner("t")
+    # a/vllm_vllm_8058: vLLM's lines before the distributed init, then the phase's last line
+    sc.feed(["DEBUG 08-31 09:50:46 parallel_state.py:845] world_size=2 rank=0 local_rank=0 "
+             "distributed_init_method=tcp://127.0.0.1:39423 backend=nccl", last])
+    sc.finish()
+    hang = [f for f in sc.findings if f.id == "nccl_init_hang"]
+    assert hang and hang[0].severity == "warning" and hang[0].line == 2
+
+
+def test_layout_shapes_read_camel_case_world_size():
+    from sparktui.diagnosis.exc_shapes import default_shapes
+
+    # a/trtllm_trtllm_2021: TensorRT-LLM's C++ check, camelCase and MPI's word for it
+    line = ("[TensorRT-LLM][ERROR] Assertion failed: With communicationMode kLEADER, MPI worldSize is expected to "
+            "be equal to tp*pp when participantIds are not specified")
+    assert default_shapes().classify_line(line) == "world_size_mismatch"
+
+
+# ----------------------------------------------------------------------------- collectors' prefixes
+
+
+@pytest.mark.parametrize("prefix", [
+    "Oct 04 15:02:41 llm vllm-serve[394]: ",  # journalctl (short)
+    "2025-11-25T08:34:28+0000 spark1 vllm[1234]: ",  # journalctl -o short-iso
+    "[1,0]<stderr>:",  # mpirun --tag-output
+    "0: ",  # srun --label
+    "spark-node2: ",  # pdsh
+    "[pod/vllm-0/vllm] ",  # kubectl logs --prefix
+    "vllm-head  | ",  # docker compose, no replica index
+    "vllm-1  | 2025-11-29T19:11:29.002992818Z ",  # docker compose logs -t
+    "2025-11-29 19:11:29.002 | ERROR    | worker:run:12 - ",  # loguru around the engine's own lines
+    "    ",  # a whole log pasted indented (a list item, a forum post)
+    "> ",  # ... or quoted
+])
+@pytest.mark.parametrize("case", [
+    "a/vllm_msswift_3739_world_size_not_tp_times_pp",  # a bare exception line, shape-named
+    "a/vllm_vita_42_required_gpus_exceed_placement_group",  # a traceback, its exception shape-named
+    "a/vllm_higgsaudio_123_repo_not_found_local_path",
+])
+def test_the_same_log_read_through_a_collector_names_the_same_cause(case, prefix, tmp_path):
+    paths = held_in(case)
+    want = named(paths)[0]
+    moved = []
+    for p in paths:
+        lines = open(p, encoding="utf-8", errors="replace").read().splitlines()
+        out = tmp_path / p.rsplit("/", 1)[-1]
+        out.write_text("\n".join(x if x.startswith("# ") else prefix + x for x in lines) + "\n", encoding="utf-8")
+        moved.append(str(out))
+    assert named(moved)[0] == want
+
+
+@pytest.mark.parametrize("line, sig, body", [
+    ("[2025-06-22 16:13:55 TP0] Watchdog timeout (self.watchdog_timeout=300)", "TP0||", "Watchdog timeout (self.watchdog_timeout=300)"),
+    ("2024-09-21 18:15:28,304\tINFO worker.py:1786 -- Started a local Ray instance.", "|INFO|worker.py:1786",
+     "Started a local Ray instance."),
+    ("2025-06-22 16:13:55,123 - root - WARNING - ValueError: handled", "|WARNING|", "ValueError: handled"),
+    ("2024-01-01 10:00:00 | ERROR | stderr | ValueError: y", "|ERROR|", "ValueError: y"),  # FastChat
+    ("ERROR:root:ValueError: x", "|ERROR|", "ValueError: x"),  # Python logging's default format
+    ("E0617 08:47:15.010046 12345 worker.cc:123] boom", "|ERROR|worker.cc:123", "boom"),  # glog
+    # b/ray_mm-eureka_54: Ray's core logger
+    ("[2025-07-23 10:06:19,681 W 51000 51000] gcs_client.cc:183: Failed to get cluster ID from GCS server",
+     "|WARNING|gcs_client.cc:183", "Failed to get cluster ID from GCS server"),
+    ("2025-06-07T18:13:55+00:00 - gpustack.worker - ERROR - boom", "|ERROR|", "boom"),
+    # a wrapper's logger around vLLM's own prefix: both go, the inner one names the process
+    ("2025-11-29 19:11:29.002 | (EngineCore_DP0 pid=96) ERROR 01-28 06:36:45 [core.py:946] RuntimeError: x",
+     "EngineCore_DP0 pid=96|ERROR|core.py:946", "RuntimeError: x"),
+    # bodies that look like prefixes stay whole: an exception, an NCCL line, a frame
+    ("torch.distributed.DistBackendError: NCCL error", "", "torch.distributed.DistBackendError: NCCL error"),
+    ("gcn14:3570219:3570219 [3] NCCL INFO Connected all rings", "", "gcn14:3570219:3570219 [3] NCCL INFO Connected all rings"),
+    ("ValueError: x", "", "ValueError: x"),
+])
+def test_logger_prefixes_split_into_signature_and_body(line, sig, body):
+    from sparktui.diagnosis import lineprefix
+
+    assert lineprefix.split(line) == (sig, body)
+
+
+def test_paste_margin_is_what_every_line_starts_with():
+    from sparktui.diagnosis.lineprefix import paste_margin, strip_margin
+
+    tb = ["Traceback (most recent call last):", '  File "x.py", line 1, in f', "ValueError: x"]
+    assert paste_margin(tb) == ""  # a log at column 0: its own indentation is meaning, not margin
+    assert paste_margin(["    " + x for x in tb]) == "    "
+    assert paste_margin(["# source: x", "# expect: y", *("  " + x for x in tb)]) == "  "
+    assert paste_margin(["> " + x for x in tb] + [">"]) == "> "
+    assert strip_margin(["  " + x for x in tb], "  ") == tb
+    assert paste_margin(['  File "x.py", line 1, in f']) == ""  # one line says nothing
+
+
+def test_a_tensorrt_llm_log_that_stops_in_its_mpi_session_setup_is_a_suspected_hang():
+    from sparktui.diagnosis.classifier import SourceScanner
+
+    # NVIDIA/TensorRT-LLM#9680 (trtllm-serve with TP > 1 hangs): the last lines the ranks print
+    sc = SourceScanner("t")
+    sc.feed(["[TensorRT-LLM][INFO] Refreshed the MPI local session",
+             "[TensorRT-LLM][INFO] MPI size: 4, MPI local size: 4, rank: 1",
+             "[TensorRT-LLM][INFO] Using user-specified devices: (0, 1, 2, 3)",
+             "[TensorRT-LLM][INFO] Rank 1 is using GPU 1"])
+    sc.finish()
+    hang = [f for f in sc.findings if f.id == "suspected_hang"]
+    assert hang and hang[0].severity == "warning" and "MPI session" in hang[0].title
+
+
+def test_work_lines_without_a_timeout_are_ranks_in_motion_not_behind():
+    from sparktui.diagnosis.classifier import SourceScanner
+    from sparktui.diagnosis.nccl_ranks import compare_ranks
+
+    # b/pytorch_torchtune_2093's two ranks, as lines that name their work without a watchdog timeout
+    # (debug logging), next to an NCCL line: ranks at different SeqNums are simply running
+    sc = SourceScanner("t")
+    sc.feed(["gcn14:3570219:3570219 [3] NCCL INFO Connected all rings",
+             "[rank0]:[I227 23:07:54.322446753 ProcessGroupNCCL.cpp:629] [Rank 0] enqueued WorkNCCL(SeqNum=619725, "
+             "OpType=_ALLGATHER_BASE, NumelIn=54528000, NumelOut=218112000, Timeout(ms)=1800000)",
+             "[rank3]:[I227 23:07:54.323599416 ProcessGroupNCCL.cpp:629] [Rank 3] enqueued WorkNCCL(SeqNum=619727, "
+             "OpType=_REDUCE_SCATTER_BASE, NumelIn=4096, NumelOut=1024, Timeout(ms)=1800000)"])
+    sc.finish()
+    assert compare_ranks(sc.trackers) == []
+
+
+_PIECES = ["[", "]", " ", ": ", "| ", "-", " - ", "(", ")", "pid=1", "INFO", "ERROR", "E0617", "Oct", "04",
+           "15:02:41", "2025-06-22", "T", "Z", "<stderr>", ",", "a", "node1", "TP0", "\t", ":", "0"]
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=14))
+def test_the_fast_path_never_hides_a_prefix_the_full_reading_finds(parts):
+    from sparktui.diagnosis import lineprefix
+
+    line = "".join(parts) + " msg"
+    f = lineprefix._FAST.match(line)
+    if f.group("actor") or f.group("level") or lineprefix._may_have_prefix(line):
+        return  # the full reading runs (or the fast one found vLLM's own prefix)
+    assert lineprefix._PREFIX.match(line).end() <= f.end(), line
