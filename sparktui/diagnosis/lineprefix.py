@@ -146,9 +146,17 @@ def paste_margin(lines: list[str]) -> str:
     """The margin a whole pasted log carries (a quote's "> ", an indent of a list or a forum post):
     what EVERY non-blank line starts with, "" when any line starts at column 0.  Offline only, on
     the first chunk of a file; a leading block of "#" header lines is not part of the paste."""
-    body = [ln for ln in lines if ln.strip()]
-    while body and body[0].startswith("#"):
-        body.pop(0)
+    body: list[str] = []
+    header = True
+    for ln in lines:
+        if not ln.strip():
+            continue
+        if header and ln.startswith("#"):
+            continue
+        header = False
+        if ln[0] not in " \t>":  # a line at column 0: no margin (the common case, told by the first line)
+            return ""
+        body.append(ln)
     if len(body) < 2:
         return ""
     if all(ln.startswith(">") for ln in body):
