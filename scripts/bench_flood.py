@@ -65,6 +65,10 @@ from sparktui.tui.boot import make_engine
 
 cfg_path, total_s, source = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 
+def dirty_kb():  # the kernel's dirty and in-writeback page cache: the floods' files going to disk
+    with open("/proc/meminfo") as fh:
+        return sum(int(l.split()[1]) for l in fh if l.startswith(("Dirty:", "Writeback:")))
+
 async def main():
     config = load_config(cfg_path)
     nodes = {n.name: make_node(n) for n in config.nodes}
@@ -77,7 +81,8 @@ async def main():
         while time.monotonic() - t0 < total_s:
             await asyncio.sleep(1.0)
             s = engine.logs.find("spark1", source)
-            row = {"t": time.monotonic() - t0, "rss": proc.memory_info().rss, "pending": len(engine._pending)}
+            row = {"t": time.monotonic() - t0, "rss": proc.memory_info().rss, "pending": len(engine._pending),
+                   "dirty_kb": dirty_kb()}
             if s is not None and s.total:
                 row.update(seq=s.last_seq, newest_ts=s.stamp(s.total - 1), skipped=s.skipped, lost=s.lost,
                            unsaved=s.unsaved, now=time.time())
@@ -110,7 +115,11 @@ def _start_printer(denv: dict, name: str, flood_s: float) -> None:
     shared = ROOT.parent / "shared" / "fixtures" / "vllm-cpu" / "serve.log"
     serve = shared if shared.exists() else ROOT / "tests" / "fixtures" / "vllm-cpu" / "serve.log"
     subprocess.run(["docker", "rm", "-f", name], capture_output=True, env=denv)
-    subprocess.run(["docker", "run", "-d", "--name", name, "--network", "host",
+    # SPARKTUI_FLOOD_LOG_MAX (e.g. 256m): the container's json log rotates at that size (two files),
+    # as a node configured with log-opts would; unset, the Engine's default: one file, no bound
+    rotate = os.environ.get("SPARKTUI_FLOOD_LOG_MAX")
+    opts = ["--log-opt", f"max-size={rotate}", "--log-opt", "max-file=2"] if rotate else []
+    subprocess.run(["docker", "run", "-d", "--name", name, "--network", "host", *opts,
                     "-v", f"{work / 'printer.py'}:/printer.py:ro", "-v", f"{serve}:/serve.log:ro",
                     "sparktui-base:bookworm", "python3", "/printer.py", str(RATE), str(flood_s)],
                    check=True, capture_output=True, env=denv)
@@ -210,6 +219,8 @@ def _run(flood_s: float) -> list[dict]:
         _row("flood: view behind the source, max", max(behind, default=None), "s", "<= 2 s",
              bool(behind) and max(behind) <= 2.0),
         _row("flood: view behind the source, median", statistics.median(behind) if behind else None, "s"),
+        _row("flood: the machine's dirty + writeback page cache, max",
+             max((r.get("dirty_kb", 0) for r in samples), default=0) / 1024, "MiB"),
         _row("flood: lines the pane reports skipped (in the session file)", last.get("skipped"), "lines"),
         _row("flood: lines the pane reports lost", lost, "lines"),
         _row("flood: lines the pane reports not saved (the session file reached its cap)", unsaved, "lines"),

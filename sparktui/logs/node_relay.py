@@ -21,12 +21,7 @@ import time
 FLUSH_S = 0.05  # the most a line waits here: well inside the screen's own 50 ms coalescing
 FLUSH_BYTES = 1 << 18
 GATHER_S = 0.001  # the sending socket holds only ~200 lines: longer would throttle the Engine
-
-
-def _write_all(data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(1, view):]
+HELD_MAX = 64 << 20  # relayed bytes the channel has not taken yet; beyond it, the Engine waits
 
 
 def take_frames(buf) -> tuple:
@@ -82,32 +77,45 @@ def main(argv: list) -> int:
     # HTTP/1.0: the body is the bare stream, no chunked framing
     sock.sendall(("GET %s HTTP/1.0\r\nHost: docker\r\n\r\n" % path).encode())
     demux = _Demux(tty)
-    buf = bytearray()
+    # stdout is written without blocking: a slow channel must never stop the reading of the Engine's
+    # socket, which holds ~200 lines; the Engine waits while it is full (a blocking write here put
+    # the whole flood seconds behind within a minute)
+    os.set_blocking(1, False)
+    gathered = bytearray()  # relayed, waiting for its block to fill or its time to come
+    sending = memoryview(b"")  # the block being written
     first = 0.0
-    watch = [sock, 0]
-    while True:
-        wait = None if not buf else max(0.0, FLUSH_S - (time.monotonic() - first))
-        ready, _, _ = select.select(watch, [], [], wait)
+    reading = True
+    while reading or gathered or sending:
+        if not sending and gathered and (not reading or len(gathered) >= FLUSH_BYTES
+                                         or time.monotonic() - first >= FLUSH_S):
+            sending = memoryview(bytes(gathered))
+            gathered.clear()
+        wait = None
+        if gathered and not sending:
+            wait = max(0.0, FLUSH_S - (time.monotonic() - first))
+        rlist = [0]
+        if reading and len(gathered) + len(sending) < HELD_MAX:
+            rlist.append(sock)
+        ready, writable, _ = select.select(rlist, [1] if sending else [], [], wait)
         if 0 in ready and not os.read(0, 4096):
             return 0  # the channel is gone: nobody reads what we would send
+        if writable:
+            try:
+                sending = sending[os.write(1, sending):]
+            except BlockingIOError:
+                pass
         if sock in ready:
             data = sock.recv(1 << 20)
             if not data:
-                break
-            if not buf:
+                reading = False
+                continue
+            if not gathered:
                 first = time.monotonic()
-            buf += demux.feed(data)
-        if buf and (len(buf) >= FLUSH_BYTES or time.monotonic() - first >= FLUSH_S):
-            _write_all(bytes(buf))
-            buf.clear()
-        elif buf:
+            gathered += demux.feed(data)
             # the Engine writes a line at a time: let a moment of them gather in the socket rather
             # than wake for each (a relay reading each write cost a fifth of a core under a flood)
             time.sleep(GATHER_S)
-    if buf:
-        _write_all(bytes(buf))
     return 0
-
 
 if __name__ == "__main__":
     try:

@@ -46,9 +46,15 @@ _FLAG = re.compile(rb"-(?<![\w-]-)-?(?:[a-z0-9]+[_-])*[a-z0-9]*" + _WORDS
 _BEARER = re.compile(rb"bearer(?<![a-z0-9]bearer)[ \t]+(?P<val>[a-z0-9._~+/=-]{8,})")
 _URL_CRED = re.compile(rb"://[^/\s:@]+:(?P<val>[^@\s/]+)(?=@)")  # scheme://user:password@host
 # token shapes, wherever they stand: Hugging Face, OpenAI-style, GitHub personal, AWS access key id
-# (each shape costs one scan of every batch in the pre-test: the list is kept to the common ones)
-_SHAPES = re.compile(rb"(?<![A-Za-z0-9])(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{16,}"
-                     rb"|ghp_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|AKIA[0-9A-Z]{16})(?![A-Za-z0-9])")
+# (each shape costs one scan of every batch in the pre-test: the list is kept to the common ones).
+# Each is led by its literal, the "no letter before" test after it: one regex led by a look-behind
+# and an alternation was tried at every position (23 MB/s, most of a core under a log flood).
+_SHAPE_RXS = tuple((trigger, re.compile(lead + rb"(?<![A-Za-z0-9]" + lead + rb")" + rest + rb"(?![A-Za-z0-9])"))
+                   for trigger, lead, rest in ((b"hf_", rb"hf_", rb"[A-Za-z0-9]{20,}"),
+                                               (b"sk-", rb"sk-", rb"[A-Za-z0-9_-]{16,}"),
+                                               (b"ghp_", rb"ghp_", rb"[A-Za-z0-9]{20,}"),
+                                               (b"github_pat_", rb"github_pat_", rb"[A-Za-z0-9_]{20,}"),
+                                               (b"akia", rb"AKIA", rb"[0-9A-Z]{16}")))
 
 _TRIGGERS = (b"token", b"key", b"secret", b"passw", b"credential", b"authoriz", b"bearer", b"://",
              b"hf_", b"sk-", b"ghp_", b"github_pat_", b"akia")
@@ -78,10 +84,11 @@ def redact_bytes(data: bytes) -> bytes:
     low = data.lower()
     if not any(w in low for w in _TRIGGERS):  # the common case: a few fast substring scans
         return data
-    if any(w in low for w in _SHAPE_TRIGGERS):
-        masked = _SHAPES.sub(MASK.encode(), data)
-        if masked != data:
-            data, low = masked, masked.lower()
+    for trigger, rx in _SHAPE_RXS:
+        if trigger in low:
+            masked = rx.sub(MASK.encode(), data)
+            if masked != data:
+                data, low = masked, masked.lower()
     rxs = []
     if b"=" in low or b":" in low:
         rxs += [rx for word, rx in _KV if word in low]

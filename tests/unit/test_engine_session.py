@@ -110,6 +110,17 @@ def test_redaction_of_secrets_in_session(tmp_path):
     assert "hf_abc" not in blob and "sk-abc" not in blob
 
 
+def test_token_shapes_are_masked_where_they_stand_alone_only():
+    # each shape at the start, after a space or punctuation, and (not) glued to a word before it
+    for tok in ("hf_" + "a1" * 12, "sk-" + "b2" * 9, "ghp_" + "c3" * 11, "github_pat_" + "d4" * 11,
+                "AKIA" + "E5" * 8):
+        assert redact(tok) == "***", tok
+        assert redact(f"x ({tok}) y") == "x (***) y", tok
+        assert redact(f"mask{tok}") == f"mask{tok}", tok  # part of a longer word: no token
+    assert redact("task-" + "f6" * 9) == "task-" + "f6" * 9  # "sk-" inside a word
+    assert redact("sk-short") == "sk-short"  # too short to be a key
+
+
 def test_sessions_dir_honours_state_env(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARKTUI_STATE_DIR", str(tmp_path / "st"))
     assert sessions_dir() == tmp_path / "st" / "sessions"

@@ -111,3 +111,22 @@ def test_a_request_path_that_could_smuggle_a_header_is_refused(sock):
     proc = _relay(sock, tty=False, path="/v1.41/containers/abc/logs HTTP/1.0\r\nX: y")
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 2 and b"bad request path" in err
+
+
+def test_a_slow_channel_never_stops_the_relay_reading_the_engine(sock):
+    # the Engine's socket holds ~200 lines; a relay that blocked writing to its channel left it full
+    # and the Engine waiting, so a flood fell behind by the time a write took.  Here nobody reads the
+    # relay's output until the Engine has sent all of it (far more than a pipe and a socket hold).
+    lines = [f"2026-12-01T10:00:00.{i:09d}Z flood line {i} ".encode() + b"x" * 80 + b"\n" for i in range(30000)]
+    eng = _Engine(sock, HEAD, [_frame(1, ln) for ln in lines], hold=True)
+    proc = _relay(sock, tty=False)
+    assert eng.done.wait(60), "the Engine was left waiting while the channel was not read"
+    want = HEAD + b"".join(lines)
+    got = bytearray()
+    while len(got) < len(want):
+        chunk = proc.stdout.read1(1 << 20)
+        assert chunk, "the relay ended early"
+        got += chunk
+    assert bytes(got) == want
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
