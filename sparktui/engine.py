@@ -83,6 +83,7 @@ class Engine:
         self._queued_total = 0
         self._lost: collections.Counter[tuple[str, str]] = collections.Counter()  # refused at emit, not yet told
         self._count_lock = threading.Lock()
+        self._full_told: set[tuple[str, str]] = set()  # session files full, sources told
         self._gaps: dict[tuple[str, str], list] = {}  # [skipped, lost, unsaved, last recorded, recorded at]
         self.processor_factory = processor_factory
         self.offload = offload and processor_factory is not None
@@ -147,6 +148,7 @@ class Engine:
                 continue
             if isinstance(ev, _Unsaved):
                 self._gap(ev.node, ev.source, **({"skipped": -ev.n, "lost": ev.n} if ev.skipped else {"unsaved": ev.n}))
+                self._file_full(ev.node, ev.source)
                 continue
             if isinstance(ev, _WorkerGone):
                 self._worker_gone(ev.why)
@@ -165,6 +167,7 @@ class Engine:
             unsaved = self._record(ev)
             if unsaved:
                 self._gap(ev.node, ev.source, unsaved=unsaved)  # type: ignore[union-attr]
+                self._file_full(ev.node, ev.source)  # type: ignore[union-attr]
             queue.extend(feed_all(self.processors, ev))
         if self.session is not None and self.worker is None:
             self.session.flush()
@@ -247,6 +250,22 @@ class Engine:
         else:
             unsaved = self._record(ev)
             self._gap(ev.node, ev.source, skipped=n - unsaved, lost=unsaved)
+            if unsaved:
+                self._file_full(ev.node, ev.source)
+
+    def _file_full(self, node: str, source: str) -> None:
+        """Tell the sources, once, that a source's session file takes no more lines (a source with
+        ``file_full`` then need not fetch what it would only skip)."""
+        if (node, source) in self._full_told:
+            return
+        self._full_told.add((node, source))
+        for src in self.sources:
+            tell = getattr(src, "file_full", None)
+            if tell is not None:
+                try:
+                    tell(node, source)
+                except Exception:
+                    log.exception("file_full of %s failed", getattr(src, "node_name", src))
 
     def _take_lost(self) -> None:
         if not self._lost:

@@ -135,6 +135,8 @@ class Session:
         if isinstance(event, LogBlock):  # already in the file's own form: only the secrets masked
             if (event.node, event.source) in self.unsaved:  # the file is full: count, never mask
                 return self._write_data(event.node, event.source, b"", event.count)
+            if not event.data:  # lines counted, never read (a relay in tail mode): none of them saved
+                return event.count
             return self._write_data(event.node, event.source, redact_bytes(event.data), event.count)
         if self._events is None:
             self._events = _open_private(self.path / "events.jsonl", "a", encoding="utf-8")

@@ -17,3 +17,6 @@ class EventSource(Protocol):
     node_name: str
 
     async def run(self, emit: Emit) -> None: ...
+
+    # optional: ``file_full(node, source)``, called once when that source's session file takes no
+    # more lines (a log follower may then fetch only what is shown, counting the rest)

@@ -115,6 +115,15 @@ class NodeCollectors:
             return False
         return True
 
+    def file_full(self, node: str, source: str) -> None:
+        """(Engine.)  The session file of ``node``/``source`` takes no more lines: its follower
+        need not be sent what it would skip (see ``LogFollower.file_full``)."""
+        if node != self.node_name:
+            return
+        self.logs.full.add(source)
+        if self.docker is not None:
+            self.docker.file_full(source)
+
     async def _connected(self, emit) -> str:
         """Run every loop until the connection is lost; return why."""
         iv = self.intervals

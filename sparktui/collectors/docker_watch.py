@@ -30,6 +30,7 @@ class LogState:
         self.last_seq: dict[str, int] = {}
         self.complete: set[str] = set()  # stopped containers whose log was read to its end
         self.via: dict[str, str] = {}  # container name -> how its log was last read (relay, socket, docker-py)
+        self.full: set[str] = set()  # container names whose session file takes no more lines
 
     def cursor(self, cid: str, name: str) -> LogCursor:
         c = self.cursors.get(cid)
@@ -46,6 +47,7 @@ class DockerWatch:
         self.known: dict[str, ContainerInfo] = {}
         self.followers: dict[str, asyncio.Task] = {}
         self.unfollowable: set[str] = set()
+        self._live: dict[str, LogFollower] = {}  # the newest follower of each container name
         self._client: Any = None
         self._events: Any = None
         self.error: str | None = None  # why the Engine is not reachable right now
@@ -157,6 +159,9 @@ class DockerWatch:
             return
         cursor = self.logs.cursor(info.id, info.name)
         f = LogFollower(self.name, info.name, info.id, cursor, self.emit)
+        self._live[info.name] = f
+        if info.name in self.logs.full:
+            f.file_full()
         task = asyncio.create_task(self._follow(f, info), name=f"logs-{self.name}-{info.name}")
         self.followers[info.id] = task
 
@@ -188,6 +193,12 @@ class DockerWatch:
             self._ensure_follower(latest)
         else:
             self.logs.complete.add(info.id)
+
+    def file_full(self, source: str) -> None:
+        """The session file of ``source`` takes no more lines (``LogState.full`` has it already)."""
+        f = self._live.get(source)
+        if f is not None:
+            f.file_full()
 
     def _stop_streams(self) -> None:
         ev, self._events = self._events, None

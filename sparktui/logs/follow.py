@@ -18,7 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..model import LogBatch, LogBlock, LogLine
-from .node_relay import take_frames  # the relay's own (it runs on nodes without sparktui)
+from .node_relay import DROPPED, TAIL_ONLY, take_frames  # the relay's own (it runs on nodes without sparktui)
 from ..timefmt import parse as parse_docker_time, parse_ns as rfc3339_ns
 
 if TYPE_CHECKING:
@@ -250,9 +250,18 @@ class RelayedLogStream(_FramedStream):
 
     READ = 1 << 18  # ~2.5k lines: a block taken apart on the loop holds a key press a few ms at most
 
-    def __init__(self, reader: Any, close: Callable[[], None], head: bytes, first: bytes) -> None:
+    def __init__(self, reader: Any, close: Callable[[], None], head: bytes, first: bytes,
+                 tell: Callable[[bytes], None] | None = None) -> None:
         super().__init__(head, first, tty=True)  # the relay took the frames apart: bare bytes, as a tty's
-        self._reader, self._close = reader, close
+        self._reader, self._close, self._tell = reader, close, tell
+
+    def tail_only(self) -> None:
+        """Ask the relay for the newest lines of each block only, the rest counted (DROPPED lines)."""
+        if self._tell is not None:
+            try:
+                self._tell(TAIL_ONLY)
+            except Exception:  # the channel is going away: the stream ends by itself
+                pass
 
     async def blocks(self):
         buf, self._first = self._first, b""
@@ -323,6 +332,7 @@ class LogFollower:
         self._least_lag: float | None = None
         self._tail_at = 0.0
         self._on_loop = False  # read on the event loop (relayed), not in a thread
+        self._file_full = False  # the session file takes no more of this source
 
     async def run(self, client: "docker.DockerClient", opener: Opener | None = None) -> None:
         self._loop = asyncio.get_running_loop()
@@ -374,7 +384,17 @@ class LogFollower:
         stream = usable(stream) if stream is not None else None
         if stream is not None:
             self.via = "relay"
+            if self._file_full:
+                stream.tail_only()
         return stream
+
+    def file_full(self) -> None:
+        """The session file takes no more of this source: what is skipped would be lost anyway, so a
+        relay need not send it (it counts it), and a flood costs the channel and the screen only
+        the tail that is shown."""
+        self._file_full = True
+        if isinstance(self._stream, RelayedLogStream):
+            self._stream.tail_only()
 
     async def _follow_relayed(self, stream: RelayedLogStream) -> None:
         self._on_loop = True
@@ -421,6 +441,31 @@ class LogFollower:
                 pass
 
     def _take_block(self, block: bytes) -> None:
+        """Whole lines, newline-separated, and the relay's counts of lines it did not send."""
+        if DROPPED not in block:
+            self._take_lines(block)
+            return
+        pos = 0
+        while (at := block.find(DROPPED, pos)) >= 0:
+            if at > pos:
+                self._take_lines(block[pos:at - 1])  # without the newline before the count
+            end = block.find(b"\n", at)
+            end = len(block) if end < 0 else end
+            count = block[at + len(DROPPED):end]
+            if count.isdigit():
+                self._dropped(int(count))
+            pos = end + 1
+        if pos < len(block):
+            self._take_lines(block[pos:])
+
+    def _dropped(self, n: int) -> None:
+        """``n`` lines the relay counted and did not send: skipped and (never read) not saved."""
+        self.cursor.seq += n
+        with self._lock:
+            self._emit_buffered()
+            self.emit(LogBlock(self.node, self.source, b"", n, self.cursor.seq))
+
+    def _take_lines(self, block: bytes) -> None:
         """Whole lines, newline-separated.  Taken apart line by line while the follower keeps up;
         when it has fallen behind the source, only the newest ``TAIL_LINES`` every ``TAIL_EVERY_S``
         are (the screen shows the tail) and the rest go on as one ``LogBlock``, session file only:

@@ -22,6 +22,13 @@ FLUSH_S = 0.05  # the most a line waits here: well inside the screen's own 50 ms
 FLUSH_BYTES = 1 << 18
 GATHER_S = 0.001  # the sending socket holds only ~200 lines: longer would throttle the Engine
 HELD_MAX = 64 << 20  # relayed bytes the channel has not taken yet; beyond it, the Engine waits
+TAIL_LINES = 200  # in tail mode, the newest lines of each block that are sent
+# tail mode: the follower writes this to our stdin when its session file is full.  The lines of a
+# block before its newest TAIL_LINES are then not sent (nothing would keep them: the screen shows
+# the tail, the file takes no more); a line starting with DROPPED says how many, so every line is
+# still counted.  A NUL never starts a relayed line: each begins with the Engine's timestamp.
+TAIL_ONLY = b"T"
+DROPPED = b"\x00sparktui-relay dropped "
 
 
 def take_frames(buf) -> tuple:
@@ -36,6 +43,19 @@ def take_frames(buf) -> tuple:
         out.append(buf[pos + 8:pos + 8 + n])
         pos += 8 + n
     return b"".join(out), pos
+
+
+def tail_of(block: bytes, keep: int) -> bytes:
+    """``block`` (starting at a line's start) as sent in tail mode: a DROPPED line counting the
+    whole lines before its newest ``keep`` (and any open line at its end), then those."""
+    cut = block.rfind(b"\n")
+    for _ in range(keep):
+        if cut < 0:
+            return block
+        cut = block.rfind(b"\n", 0, cut)
+    if cut < 0:
+        return block
+    return DROPPED + str(block.count(b"\n", 0, cut + 1)).encode() + b"\n" + block[cut + 1:]
 
 
 class _Demux:
@@ -85,11 +105,17 @@ def main(argv: list) -> int:
     sending = memoryview(b"")  # the block being written
     first = 0.0
     reading = True
+    tail = False
+    at_line_start = False  # whether what was sent so far ends a line (tail mode cuts whole lines)
     while reading or gathered or sending:
         if not sending and gathered and (not reading or len(gathered) >= FLUSH_BYTES
                                          or time.monotonic() - first >= FLUSH_S):
-            sending = memoryview(bytes(gathered))
+            block = bytes(gathered)
             gathered.clear()
+            if tail and at_line_start and demux.framed:
+                block = tail_of(block, TAIL_LINES)
+            at_line_start = block.endswith(b"\n")
+            sending = memoryview(block)
         wait = None
         if gathered and not sending:
             wait = max(0.0, FLUSH_S - (time.monotonic() - first))
@@ -97,8 +123,11 @@ def main(argv: list) -> int:
         if reading and len(gathered) + len(sending) < HELD_MAX:
             rlist.append(sock)
         ready, writable, _ = select.select(rlist, [1] if sending else [], [], wait)
-        if 0 in ready and not os.read(0, 4096):
-            return 0  # the channel is gone: nobody reads what we would send
+        if 0 in ready:
+            said = os.read(0, 4096)
+            if not said:
+                return 0  # the channel is gone: nobody reads what we would send
+            tail = tail or TAIL_ONLY in said
         if writable:
             try:
                 sending = sending[os.write(1, sending):]

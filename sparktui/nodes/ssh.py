@@ -341,7 +341,7 @@ class SshNode:
                 self._no_relay = True
                 log.info("%s: no python3 on the node: container logs come through the forwarded socket", self.name)
             return None
-        return RelayedLogStream(proc.stdout, close, parts[0], parts[1])
+        return RelayedLogStream(proc.stdout, close, parts[0], parts[1], tell=proc.stdin.write)
 
     async def open_tcp(self, host: str, port: int):
         """(reader, writer) to host:port as seen from the node, over this connection (direct-tcpip)."""

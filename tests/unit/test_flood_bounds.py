@@ -223,3 +223,54 @@ def test_a_source_whose_newest_lines_were_skipped_counts_to_their_number(tmp_pat
     s = eng.logs.find(NODE, SRC)
     assert s.total == 5 and s.skipped == 25 and s.last_seq == 30
     assert _file_lines(session) == [f"INFO step {i}" for i in range(1, 31)]  # no flush of our own
+
+
+def test_a_relays_count_of_lines_it_did_not_send_keeps_the_numbering_and_counts_them_lost(tmp_path):
+    """A relay in tail mode sends a DROPPED line for what it did not send: the follower numbers on
+    past them, hands them on as a block of no bytes, and the engine counts them lost (the session
+    file, full, would not have kept them); the lines around keep their own numbers."""
+    from sparktui.logs.node_relay import DROPPED
+    from sparktui.model import LogBlock
+
+    got: list = []
+    cursor = LogCursor()
+    f = LogFollower(NODE, SRC, "cid", cursor, got.append)
+    import time
+    now = time.time()
+    block = _stamped(1, 3, now) + b"\n" + DROPPED + b"500\n" + _stamped(504, 505, now) + b"\n" + DROPPED + b"7"
+    f._take_block(block)
+    f.flush()
+    kinds = [(type(e).__name__, getattr(e, "count", None) or len(getattr(e, "lines", ()))) for e in got]
+    assert kinds == [("LogBatch", 3), ("LogBlock", 500), ("LogBatch", 2), ("LogBlock", 7)]
+    assert got[1].data == b"" and got[1].last_seq == 503 and [ln.seq for ln in got[2].lines] == [504, 505]
+    assert got[2].lines[0].text == "INFO step 504" and cursor.seq == 512
+
+    session = Session(tmp_path, max_log_bytes=1 << 20)  # not even full: a block of no bytes saves nothing
+    eng = Engine(demo_config(), session=session)
+    for ev in got:
+        eng.emit(ev)
+    while eng._pending:
+        eng.drain()
+    s = eng.logs.find(NODE, SRC)
+    assert s.total == 5 and s.lost == 507 and s.skipped == 0 and s.last_seq == 512
+    session.flush()
+    assert [ln.split(" ", 1)[1] for ln in _file_lines(session)] == [f"INFO step {i}" for i in (1, 2, 3, 504, 505)]
+    assert isinstance(got[1], LogBlock)
+
+
+def test_a_full_session_file_is_told_to_the_sources_once(tmp_path):
+    told: list = []
+
+    class Src:
+        node_name = NODE
+
+        def file_full(self, node, source):
+            told.append((node, source))
+
+    session = Session(tmp_path, max_log_bytes=200)
+    eng = Engine(demo_config(), sources=[Src()], session=session)
+    for b in _batches(5, 10):
+        eng.emit(b)
+    while eng._pending:
+        eng.drain()
+    assert told == [(NODE, SRC)]

@@ -130,3 +130,47 @@ def test_a_slow_channel_never_stops_the_relay_reading_the_engine(sock):
     assert bytes(got) == want
     proc.stdin.close()
     assert proc.wait(timeout=30) == 0
+
+
+def test_in_tail_mode_the_relay_sends_the_newest_lines_and_counts_the_rest(sock):
+    # told "T" on its stdin (the follower's session file is full), each block is sent as a count of
+    # the lines it did not send, then its newest lines; every line is either sent or counted
+    from sparktui.logs.node_relay import DROPPED, TAIL_LINES, TAIL_ONLY
+
+    first = [f"2026-12-01T10:00:00.{i:09d}Z before {i}\n".encode() for i in range(10)]
+    flood = [f"2026-12-01T10:00:01.{i:09d}Z flood {i} ".encode() + b"y" * 60 + b"\n" for i in range(40000)]
+    gate = threading.Event()
+
+    class Gated(_Engine):  # the first lines, then the flood once the relay has been told
+        def _serve(self, head, writes, hold):
+            conn, _ = self.srv.accept()
+            while b"\r\n\r\n" not in self.request:
+                self.request += conn.recv(4096)
+            conn.sendall(head + b"".join(_frame(1, ln) for ln in first))
+            gate.wait(30)
+            for ln in flood:
+                conn.sendall(_frame(1, ln))
+            self.done.set()
+            conn.close()
+            self.srv.close()
+
+    Gated(sock, HEAD, [])
+    proc = _relay(sock, tty=False)
+    got = bytearray()
+    while not got.endswith(first[-1]):
+        got += proc.stdout.read1(1 << 16)
+    assert bytes(got) == HEAD + b"".join(first)  # before: everything
+    proc.stdin.write(TAIL_ONLY)
+    proc.stdin.flush()
+    gate.set()
+    rest = bytearray()
+    while chunk := proc.stdout.read1(1 << 20):
+        rest += chunk
+    assert proc.wait(timeout=30) == 0
+    lines = bytes(rest).split(b"\n")[:-1]
+    counted = sum(int(ln[len(DROPPED):]) for ln in lines if ln.startswith(DROPPED))
+    sent = [ln + b"\n" for ln in lines if not ln.startswith(DROPPED)]
+    assert counted > 0 and counted + len(sent) == len(flood)
+    assert sent[-1] == flood[-1] and len(sent) < len(flood) // 2  # the newest line, and far fewer
+    idx = [flood.index(ln) for ln in sent[:TAIL_LINES + 5]]
+    assert idx == sorted(idx)  # in order
