@@ -118,3 +118,13 @@ def test_alarming_words_of_a_working_run_raise_no_error(rel):
     sc.feed(body(rel))
     sc.finish()
     assert [f.id for f in sc.findings if f.severity == "error"] == []
+
+
+@pytest.mark.parametrize("line", [
+    # flexeval#49: vLLM's _C built on a newer glibc than Ubuntu 20.04's, logged as a warning
+    "WARNING 07-24 21:16:52 _custom_ops.py:14] Failed to import from vllm._C with ImportError(\"/usr/lib/"
+    "x86_64-linux-gnu/libc.so.6: version `GLIBC_2.32' not found (required by /usr/local/lib/python3.10/"
+    "dist-packages/vllm/_C.abi3.so)\")",
+])
+def test_an_abi_version_the_image_lacks_is_a_broken_install(line):
+    assert named([line])[:1] == ["broken_install"]
