@@ -54,6 +54,10 @@ class Entry:
     priority: int = 0
     derived: bool = False  # not raised by a line pattern (raised_by "analysis" or "state")
     raised_by: str = "line"
+    # the id this (weak, info) finding stands for when nothing else in its source names that id by
+    # end of input: NCCL's return-code trace stands for a failed communicator init, but a traceback
+    # naming the failure itself is the better anchor (classifier.SourceScanner._promote)
+    promote_to: str = ""
 
     def search(self, line: str) -> re.Match[str] | None:
         for rx in self.patterns:
@@ -155,6 +159,7 @@ def _entry(path: str, raw: object) -> Entry:
     unknown = set(raw) - {
         "id", "severity", "title", "explanation", "advice", "patterns", "prefilter", "examples",
         "caused_by", "consequence_of", "benign_after", "priority", "derived", "raised_by", "consequence",
+        "promote_to",
     }
     if unknown:
         raise _fail(path, fid, f"unknown key(s) {', '.join(sorted(unknown))}")
@@ -184,6 +189,9 @@ def _entry(path: str, raw: object) -> Entry:
     prio = raw.get("priority", 0)
     if not isinstance(prio, int):
         raise _fail(path, fid, "priority must be an integer")
+    promote_to = raw.get("promote_to", "")
+    if not isinstance(promote_to, str):
+        raise _fail(path, fid, "promote_to must be a finding id")
     entry = Entry(
         id=fid,
         severity=raw["severity"],
@@ -200,6 +208,7 @@ def _entry(path: str, raw: object) -> Entry:
         priority=prio,
         derived=derived,
         raised_by=raised_by,
+        promote_to=promote_to,
     )
     for ex in entry.examples:
         if not any(lit in ex for lit in entry.prefilter):
@@ -248,6 +257,8 @@ def parse_catalogue(text: str, path: str = "catalogue.toml") -> Catalogue:
                     raise _fail(path, e.id, f"{key} names unknown id {c!r}")
                 if c == e.id:
                     raise _fail(path, e.id, f"{key} names itself")
+        if e.promote_to and (e.promote_to not in entries or e.promote_to == e.id):
+            raise _fail(path, e.id, f"promote_to names unknown id {e.promote_to!r}")
     _check_cycles(path, entries)
     return Catalogue(entries=entries, path=path)
 

@@ -33,7 +33,7 @@ from .exc_shapes import default_shapes, parse as parse_exception
 from .milestones import MilestoneTracker, Rules, default_rules
 from .nccl_lines import parse_nccl_line, parse_watchdog_line
 from .nccl_ranks import RankTracker
-from .tracebacks import END, FOREIGN, TB_START, TracebackTracker
+from .tracebacks import END, FOREIGN, RECENT_FRAMES, TB_START, TracebackTracker
 
 MAX_LINE = 16_384  # characters of a line that are scanned (bounded work on a 10 MB line)
 MAX_EVIDENCE_CHARS = 400
@@ -201,7 +201,8 @@ class SourceScanner:
         self.finished = False
         self._lits = self.c.literals  # shrinks when one-shot milestones are reached
         self._lits_gen = 0
-        self._bare_exc: tuple[int, str, str, str] | None = None  # last exception line outside a traceback
+        # last exception line outside a traceback: (line, text, body, continuation, code lines above it)
+        self._bare_exc: tuple[int, str, str, str, str] | None = None
         # literal set -> line text seen -> _QUIET (holds none of it) or (its hits, _verdict or _UNKNOWN)
         self._seen: dict[tuple[str, ...], dict[str, object]] = {}
         self._seen_chars = 0
@@ -445,7 +446,7 @@ class SourceScanner:
                 if not b or b.startswith((TB_START, "The above exception", "During handling")):
                     break
                 more.append(b)
-            self._bare_exc = (lineno, line, body, " ".join(more))
+            self._bare_exc = (lineno, line, body, " ".join(more), self._code_above(lines, idx))
         if "NCCL" in line:
             p = parse_nccl_line(line)
             if p is not None:
@@ -479,6 +480,19 @@ class SourceScanner:
                 out.extend(got)
                 if got or self.milestones.generation != self._lits_gen:
                     self._prune_literals()
+
+    @staticmethod
+    def _code_above(lines: list[str] | None, idx: int) -> str:
+        """The code lines of the traceback frames just above a bare exception line (its header cut
+        off), oldest first: what the raising code was checking.  Cold path (exception lines only)."""
+        if not lines:
+            return ""
+        code: list[str] = []
+        for x in lines[max(0, idx - 2 * RECENT_FRAMES):idx]:
+            b = lineprefix.body(lineprefix.clean(x[:MAX_LINE])).strip()
+            if b and not b.startswith("File ") and not set(b) <= {"^", "~"}:
+                code.append(b)
+        return " | ".join(code[-RECENT_FRAMES:])
 
     def _tracker(self, host: str, pid: int) -> RankTracker:
         key = f"{host}:{pid}"
@@ -585,7 +599,8 @@ class SourceScanner:
         last = len(chain) - 1
         for i, text in enumerate(chain):
             # only the final exception's raising frame is known (the tracker keeps the last one)
-            got = shapes.classify_line(text, more if i == last else "", tb.last_file[0] if i == last else "")
+            got = shapes.classify_line(text, more if i == last else "", tb.last_file[0] if i == last else "",
+                                       tb.context() if i == last else "")
             if got is not None:
                 return got
         if not tb.exc:  # cut off before its exception: the frame that was raising may still say
@@ -658,6 +673,7 @@ class SourceScanner:
         if self.finished:
             return out
         self.finished = True
+        out.extend(self._promote())
         last_error = max((f.line or 0 for f in self.findings if f.severity == "error"), default=0)
         tail = [f"{n}: {t}" for n, t in self.tail]
         for st in (s for t in self.trackers for s in t.open_inits()):
@@ -683,6 +699,19 @@ class SourceScanner:
         out.extend(self._bare_exception())
         out.extend(self._together())
         out.extend(self._cut_frames())
+        return out
+
+    def _promote(self) -> list[Finding]:
+        """catalogue ``promote_to``: a weak finding (NCCL's return-code trace) raises the id it stands
+        for when nothing in this source named that id by end of input, at the weak finding's line."""
+        out: list[Finding] = []
+        cat = self.cat.entries
+        for f in list(self.findings):
+            to = cat[f.id].promote_to if f.id in cat else ""
+            if to and not any(g.id == to for g in self.findings):
+                g = self.raise_derived(to, f.line, list(f.evidence))
+                if g:
+                    out.append(g)
         return out
 
     def _together(self) -> list[Finding]:
@@ -746,10 +775,10 @@ class SourceScanner:
             return []
         if self._cause_named():
             return []  # a cause is named already; only consequences (an engine that died) leave room
-        lineno, line, body, more = self._bare_exc
+        lineno, line, body, more, code = self._bare_exc
         if lineprefix.split(line)[0].split("|")[1:2] in (["WARNING"], ["INFO"], ["DEBUG"]):
             return []  # logged as a warning: something was handled
-        fid = default_shapes().classify_line(body, more)
+        fid = default_shapes().classify_line(body, more, context=code)
         if fid is None:
             return []
         f = self.raise_derived(fid, lineno, [line])

@@ -83,11 +83,16 @@ class Shape:
     classes: tuple[re.Pattern[str], ...]  # any of them searched in the qualified class; none = any class
     messages: tuple[re.Pattern[str], ...]  # any of them searched in the message; none = any message
     frames: tuple[re.Pattern[str], ...] = ()  # any of them searched in the raising frame's "File" line
+    # any of them searched in the code lines of the last frames above the exception: what a bare
+    # "AssertionError: 4 is not divisible by 8" was checking (``_ensure_divisibility(world_size, ...)``)
+    contexts: tuple[re.Pattern[str], ...] = ()
 
-    def matches(self, cls: str, msg: str, frame: str = "") -> bool:
+    def matches(self, cls: str, msg: str, frame: str = "", context: str = "") -> bool:
         if self.classes and not any(rx.search(cls) for rx in self.classes):
             return False
         if self.frames and not any(rx.search(frame) for rx in self.frames):
+            return False
+        if self.contexts and not any(rx.search(context) for rx in self.contexts):
             return False
         return not self.messages or any(rx.search(msg) for rx in self.messages)
 
@@ -100,8 +105,9 @@ class ShapeError(ValueError):
 class Shapes:
     rules: tuple[Shape, ...]
 
-    def classify(self, cls: str, msg: str, frame: str = "") -> str | None:
-        """The finding id for one exception (class, message, raising frame), or None."""
+    def classify(self, cls: str, msg: str, frame: str = "", context: str = "") -> str | None:
+        """The finding id for one exception (class, message, raising frame, the code lines of the
+        frames above it), or None."""
         # a wrapper whose message starts with the wrapped exception ("InductorError: RuntimeError:
         # ...", "Worker failed with error 'ImportError: ...'") is judged as the wrapped one too
         inner = parse(msg)
@@ -109,7 +115,7 @@ class Shapes:
             q = _QUOTED.search(msg)
             inner = (q.group("cls"), q.group("msg")) if q else None
         for rule in self.rules:
-            if rule.matches(cls, msg, frame) or (inner is not None and rule.matches(*inner, frame)):
+            if rule.matches(cls, msg, frame, context) or (inner is not None and rule.matches(*inner, frame, context)):
                 return rule.id
         return None
 
@@ -118,20 +124,21 @@ class Shapes:
         if not frame:
             return None
         for rule in self.rules:
-            if rule.frames and not rule.classes and not rule.messages and rule.matches("", "", frame):
+            if rule.frames and not (rule.classes or rule.messages or rule.contexts) and rule.matches("", "", frame):
                 return rule.id
         return None
 
-    def classify_line(self, text: str, more: str = "", frame: str = "") -> str | None:
+    def classify_line(self, text: str, more: str = "", frame: str = "", context: str = "") -> str | None:
         """The finding id for an exception line (prefix removed); ``more``: continuation lines;
-        ``frame``: the ``File "...", line N, in f`` line of the frame that raised it."""
+        ``frame``: the ``File "...", line N, in f`` line of the frame that raised it; ``context``:
+        the code lines of the last frames before it."""
         got = parse(text)
         if got is None:
             return None
         cls, msg = got
         if more:
             msg = f"{msg} {more}"[:MAX_MSG]
-        return self.classify(cls, msg, frame)
+        return self.classify(cls, msg, frame, context)
 
 
 def parse_shapes(text: str, path: str, known_ids: set[str] | None = None) -> Shapes:
@@ -149,17 +156,20 @@ def parse_shapes(text: str, path: str, known_ids: set[str] | None = None) -> Sha
             classes = tuple(re.compile(p) for p in raw.get("exception", []))
             messages = tuple(re.compile(p) for p in raw.get("message", []))
             frames = tuple(re.compile(p) for p in raw.get("frame", []))
+            contexts = tuple(re.compile(p) for p in raw.get("context", []))
         except re.error as exc:
             raise ShapeError(f"{path}: shape #{i + 1} ({fid}): bad regex: {exc}") from None
         if not classes and not messages and not frames:
             raise ShapeError(f"{path}: shape #{i + 1} ({fid}): needs an exception or a message pattern")
-        rules.append(Shape(fid, classes, messages, frames))
+        rules.append(Shape(fid, classes, messages, frames, contexts))
+        # an example is "exception line" or, for a shape that needs its context, [line, context]
         examples.extend((i, fid, ex) for ex in raw.get("examples", []))
     shapes = Shapes(tuple(rules))
     for i, fid, ex in examples:  # an example must come out as its own id through the whole table
-        got = shapes.classify_line(ex)
+        line, context = (ex, "") if isinstance(ex, str) else (ex[0], ex[1])
+        got = shapes.classify_line(line, context=context)
         if got != fid:
-            raise ShapeError(f"{path}: shape #{i + 1} ({fid}): example gives {got}: {ex[:80]!r}")
+            raise ShapeError(f"{path}: shape #{i + 1} ({fid}): example gives {got}: {line[:80]!r}")
     return shapes
 
 

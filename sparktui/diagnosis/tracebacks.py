@@ -40,6 +40,7 @@ _NEW_RECORD = re.compile(
 MAX_TB_LINES = 4000  # bounded work: a runaway "traceback" ends here
 MAX_MSG_LINES = 60  # continuation lines after the exception line (C++ frames not counted)
 KEEP_MSG_LINES = 8
+RECENT_FRAMES = 3  # frames above the exception whose code lines tell what it checked
 
 
 @dataclass
@@ -53,6 +54,7 @@ class TracebackTracker:
     blanks: int = 0
     msg_count: int = 0
     last_file: tuple[str, str] = ("", "")  # last "File ..." line and the code line after it
+    recent_code: list[str] = field(default_factory=list)  # code lines of the last RECENT_FRAMES frames
     _pending_file: str = ""
     exc: list[tuple[int, str]] = field(default_factory=list)  # (line, text) exception + continuation
     chained: list[str] = field(default_factory=list)  # earlier exceptions of the chain
@@ -85,6 +87,9 @@ class TracebackTracker:
                     if not set(stripped) <= {"^", "~", " "}:
                         self.last_file = (self._pending_file, stripped)
                         self._pending_file = ""
+                        self.recent_code.append(stripped)
+                        if len(self.recent_code) > RECENT_FRAMES:
+                            del self.recent_code[0]
                 return OWN
             if stripped.startswith(TB_START) or stripped.startswith(_CHAIN):
                 return OWN
@@ -118,6 +123,7 @@ class TracebackTracker:
             if self.exc:
                 self.chained.append(self.exc[0][1])
             self.exc = []
+            self.recent_code = []
             self.stage = "frames"
             return OWN
         if stripped.startswith(("frame #", "Exception raised from ")):
@@ -127,6 +133,10 @@ class TracebackTracker:
             self.stage = "message"
             return OWN
         return END
+
+    def context(self) -> str:
+        """The code lines of the last frames, oldest first (what the raising code was checking)."""
+        return " | ".join(self.recent_code)
 
     @property
     def exception_line(self) -> tuple[int, str] | None:
