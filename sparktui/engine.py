@@ -84,7 +84,6 @@ class Engine:
         self._lost: collections.Counter[tuple[str, str]] = collections.Counter()  # refused at emit, not yet told
         self._count_lock = threading.Lock()
         self._full_told: set[tuple[str, str]] = set()  # session files full, sources told
-        self.last_skip = float("-inf")  # monotonic time a source last dropped lines to its tail
         self._gaps: dict[tuple[str, str], list] = {}  # [skipped, lost, unsaved, last recorded, recorded at]
         self.processor_factory = processor_factory
         self.offload = offload and processor_factory is not None
@@ -244,7 +243,6 @@ class Engine:
         did not take them)."""
         # the pane exists even if all is skipped, and counts to the newest line's number
         self.logs.series(ev.node, ev.source).note_gap(last_seq=_last_seq(ev))
-        self.last_skip = time.monotonic()
         worker = self.worker if self.worker is not None and self.worker.alive else None
         if worker is not None:
             worker.send(ev if isinstance(ev, LogBlock) else pack_lines(ev, skip=True), n)

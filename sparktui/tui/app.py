@@ -37,10 +37,6 @@ if TYPE_CHECKING:
     from ..nodes.base import Node
 
 MIN_REFRESH = 0.1  # seconds between repaints from engine updates (10 Hz): frames cost ~30 ms at 200x50
-# ... while a source drops lines to its tail (nobody reads 1000 new lines a second; each frame of a
-# following pane renders every row anew, and what it costs the screen's process a flood's reading
-# and the node's Engine, on the same cores, lack).  Keys still repaint at once.
-FLOOD_REFRESH = 0.25
 TTY_CHECK = 5.0
 # young collections every 50k allocations (not 700) and full ones 10x rarer: a flood allocates a
 # LogLine per line, and each full pass walks everything the app holds (see _settle_gc)
@@ -171,13 +167,8 @@ class SparkApp(App[int]):
             self._refresh_pending = True
             self.post_message(EngineUpdated())
 
-    def refresh_interval(self) -> float:
-        """Seconds between repaints from engine updates: longer while a source drops to its tail."""
-        flooding = time.monotonic() - getattr(self.engine, "last_skip", float("-inf")) < 1.0
-        return FLOOD_REFRESH if flooding else MIN_REFRESH
-
     def on_engine_updated(self, message: EngineUpdated) -> None:
-        wait = self._last_refresh + self.refresh_interval() - time.monotonic()
+        wait = self._last_refresh + MIN_REFRESH - time.monotonic()
         if wait > 0:
             self.set_timer(wait, self._do_refresh)
         else:

@@ -251,20 +251,6 @@ async def test_engine_batches_coalesce_into_one_refresh(make_app):
         assert "burst 49" in screen_text(app)
 
 
-async def test_repaints_slow_down_while_a_source_drops_to_its_tail(make_app):
-    from sparktui.model import LogBlock
-    from sparktui.tui.app import FLOOD_REFRESH, MIN_REFRESH
-
-    app = make_app(t=5)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause()
-        assert app.refresh_interval() == MIN_REFRESH
-        app.engine.process([LogBlock("spark1", "vllm_qwen35", b"skipped 1\nskipped 2\n", 2, 2)])
-        assert app.refresh_interval() == FLOOD_REFRESH > MIN_REFRESH
-        app.engine.last_skip -= 1.5  # a second and more without a skip: back to the usual rate
-        assert app.refresh_interval() == MIN_REFRESH
-
-
 async def test_a_subclass_screen_renders_events_once(make_app, sample_actions):
     shown = []
 
