@@ -69,6 +69,11 @@ def dirty_kb():  # the kernel's dirty and in-writeback page cache: the floods' f
     with open("/proc/meminfo") as fh:
         return sum(int(l.split()[1]) for l in fh if l.startswith(("Dirty:", "Writeback:")))
 
+def steal_s():  # CPU time the hypervisor gave others (a virtual machine's cores are not all ours)
+    with open("/proc/stat") as fh:
+        f = fh.readline().split()
+    return int(f[8]) / os.sysconf("SC_CLK_TCK") if len(f) > 8 else 0.0
+
 async def main():
     config = load_config(cfg_path)
     nodes = {n.name: make_node(n) for n in config.nodes}
@@ -82,7 +87,7 @@ async def main():
             await asyncio.sleep(1.0)
             s = engine.logs.find("spark1", source)
             row = {"t": time.monotonic() - t0, "rss": proc.memory_info().rss, "pending": len(engine._pending),
-                   "dirty_kb": dirty_kb()}
+                   "dirty_kb": dirty_kb(), "steal_s": steal_s()}
             if s is not None and s.total:
                 row.update(seq=s.last_seq, newest_ts=s.stamp(s.total - 1), skipped=s.skipped, lost=s.lost,
                            unsaved=s.unsaved, now=time.time())
@@ -95,6 +100,14 @@ asyncio.run(main())
 
 def _row(what, value, unit, budget="-", ok=None):
     return {"what": what, "value": value, "unit": unit, "budget": budget, "ok": ok}
+
+
+def _steal(rows: list[dict]) -> float | None:
+    """Cores' worth of CPU the hypervisor took over ``rows`` (none on a machine of its own)."""
+    got = [(r["t"], r["steal_s"]) for r in rows if "steal_s" in r]
+    if len(got) < 2 or got[-1][0] <= got[0][0]:
+        return None
+    return (got[-1][1] - got[0][1]) / (got[-1][0] - got[0][0])
 
 
 def _docker_env(env: dict) -> dict:
@@ -221,6 +234,7 @@ def _run(flood_s: float) -> list[dict]:
         _row("flood: view behind the source, median", statistics.median(behind) if behind else None, "s"),
         _row("flood: the machine's dirty + writeback page cache, max",
              max((r.get("dirty_kb", 0) for r in samples), default=0) / 1024, "MiB"),
+        _row("flood: CPU stolen by the hypervisor during the flood, mean", _steal(flood), "cores"),
         _row("flood: lines the pane reports skipped (in the session file)", last.get("skipped"), "lines"),
         _row("flood: lines the pane reports lost", lost, "lines"),
         _row("flood: lines the pane reports not saved (the session file reached its cap)", unsaved, "lines"),
