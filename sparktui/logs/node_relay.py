@@ -47,7 +47,8 @@ def take_frames(buf) -> tuple:
 
 def tail_of(block: bytes, keep: int) -> bytes:
     """``block`` (starting at a line's start) as sent in tail mode: a DROPPED line counting the
-    whole lines before its newest ``keep`` (and any open line at its end), then those."""
+    whole lines before its newest ``keep``, then those, then any open line at its end (sent, not
+    counted: the next block finishes it)."""
     cut = block.rfind(b"\n")
     for _ in range(keep):
         if cut < 0:
