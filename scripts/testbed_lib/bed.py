@@ -111,12 +111,19 @@ class Bed:
 
     # ------------------------------------------------------------------ prerequisites
     def ensure_packages(self) -> None:
-        missing = sorted({pkg for tool, pkg in PACKAGES.items()
-                          if not (shutil.which(tool) or Path(SBIN.get(tool, "/nonexistent")).exists())})
-        if missing:
-            say(f"installing {' '.join(missing)} with apt-get")
-            subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", *missing], check=True,
-                           env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        def missing() -> list[str]:
+            return sorted({pkg for tool, pkg in PACKAGES.items()
+                           if not (shutil.which(tool) or Path(SBIN.get(tool, "/nonexistent")).exists())})
+
+        if not missing():
+            return
+        self.cache.mkdir(parents=True, exist_ok=True)
+        with open(self.cache / "apt.lock", "w") as lock:  # two beds coming up at once: one apt-get at a time
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if need := missing():
+                say(f"installing {' '.join(need)} with apt-get")
+                subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", *need], check=True,
+                               env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
 
     def ensure_base_tarball(self) -> Path:
         """debootstrap once, keep the tarball; a lock serialises two beds building at once."""

@@ -195,6 +195,25 @@ def ensure_image(cache: Path, ctx: Path, socks: dict[str, str], head: str) -> No
             raise SystemExit(f"real-vllm: building {BROKEN} failed: {r.stderr.strip()[-300:]}")
 
 
+def image_versions(cache: Path, ctx: Path, sock: str) -> dict[str, str]:
+    """vllm's and transformers' versions as the image's own Python reports them (~10 s of imports), asked
+    once per recipe and kept in the cache: the tests compare what sparktui reports against these."""
+    path = cache / "vllm-cpu" / f"versions-{recipe_hash(ctx)}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    r = docker(sock, "run", "--rm", "--network", "none", IMAGE, "python3", "-c",
+               "import json, transformers, vllm; "
+               "print(json.dumps({'vllm': vllm.__version__, 'transformers': transformers.__version__}))",
+               check=False)
+    if r.returncode != 0:
+        raise SystemExit(f"real-vllm: asking {IMAGE} for its versions failed: {r.stderr.strip()[-500:]}")
+    versions = json.loads(r.stdout.strip().splitlines()[-1])
+    for old in (cache / "vllm-cpu").glob("versions-*.json"):
+        old.unlink()
+    path.write_text(json.dumps(versions) + "\n")
+    return versions
+
+
 def make_models(bed: Path, ctx: Path) -> Path:
     models = bed / "models"
     env = {**os.environ, "PYTHONPATH": str(ctx / "site"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
@@ -238,6 +257,7 @@ def main(argv: list[str]) -> int:
     head = next((n for n in nodes if n.get("role") == "head"), nodes[0])["name"]
     ctx = ensure_env(cache)
     ensure_image(cache, ctx, socks, head)
+    versions = image_versions(cache, ctx, socks[head])
     models = make_models(bed, ctx)
     launcher_dir = install_launcher(bed, head)
     for name, sock in socks.items():
@@ -268,7 +288,7 @@ def main(argv: list[str]) -> int:
     write_config(cfg_path, data)
     (bed / "real-vllm.json").write_text(json.dumps({
         "image": IMAGE, "broken_image": BROKEN, "hybrid_image": HYBRID, "models": str(models),
-        "new_architecture": NEW_ARCH[0],
+        "new_architecture": NEW_ARCH[0], "versions": versions,
         "tiny": json.loads((models / "tiny-reason" / "sparktui-tiny.json").read_text())}, indent=2) + "\n")
     say(f"ready: {IMAGE} on {', '.join(socks)}; {BROKEN} on {head}; models {models}; config {cfg_path}")
     return 0

@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -238,27 +239,77 @@ class RealVllmBed:
                               capture_output=True, text=True, cwd=str(ROOT), timeout=timeout)
 
 
+class _RealBedStart:
+    """`testbed up --scenario real-vllm` started in the background as soon as the session knows it will
+    need the bed (~90 s of image loads), so it overlaps the lean-bed tests that run first; the fixture
+    waits for it.  SPARKTUI_REALVLLM_BED / _NET name a bed to reuse between runs (kept afterwards); by
+    default one is made for the session and removed."""
+
+    def __init__(self) -> None:
+        self.dir = Path(os.environ.get("SPARKTUI_REALVLLM_BED") or f"/tmp/tbv-{os.getpid()}")
+        net = os.environ.get("SPARKTUI_REALVLLM_NET") or f"127.77.{os.getpid() % 250}"
+        self.env = {**os.environ, "SPARKTUI_TESTBED_DIR": str(self.dir), "SPARKTUI_TESTBED_NET": net}
+        self.keep = bool(os.environ.get("SPARKTUI_REALVLLM_BED")) or (self.dir / "cluster.toml").exists()
+        self.proc: subprocess.Popen | None = None
+        self.out = ""
+
+    @staticmethod
+    def unavailable() -> str | None:
+        if os.geteuid() != 0 or not (shutil.which("dockerd") or Path("/usr/sbin/dockerd").exists()):
+            return "the real-vLLM bed needs root and docker.io"
+        return None
+
+    def start(self) -> None:
+        if self.proc is None and not self.unavailable():
+            self.log = tempfile.TemporaryFile("w+")  # a file, not a pipe: nobody reads it until wait()
+            self.proc = subprocess.Popen([str(TESTBED), "up", "--nodes", "3", "--scenario", "real-vllm"],
+                                         stdout=self.log, stderr=subprocess.STDOUT, text=True, env=self.env)
+
+    def wait(self) -> int:
+        self.start()
+        assert self.proc is not None
+        if self.proc.returncode is None:
+            self.proc.wait(timeout=1800)
+            self.log.seek(0)
+            self.out = self.log.read()
+        return self.proc.returncode
+
+    def down(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.returncode is None:  # the session ended before any test used it
+            self.wait()
+        if not self.keep:
+            subprocess.run([str(TESTBED), "down"], capture_output=True, env=self.env, timeout=300)
+        self.proc = None
+
+
+_real_bed = _RealBedStart()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if not session.config.option.collectonly and any(
+            "real_vllm_bed" in getattr(item, "fixturenames", ()) for item in session.items):
+        _real_bed.start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _real_bed.down()  # a no-op when the fixture already took it down
+
+
 @pytest.fixture(scope="session")
 def real_vllm_bed() -> RealVllmBed:
     """Its own bed of 3 nodes (other e2e tests keep the lean images; 3 so TP=3 and a worker that is
-    not in a 2-node launch can be tried).  SPARKTUI_REALVLLM_BED / _NET name a bed to reuse between
-    runs (kept afterwards); by default one is made for the session and removed."""
-    ci = os.environ.get("CI", "").lower() == "true"
-    if os.geteuid() != 0 or not (shutil.which("dockerd") or Path("/usr/sbin/dockerd").exists()):
-        if ci:
-            pytest.fail("CI: the real-vLLM bed needs root and docker.io")
-        pytest.skip("the real-vLLM bed needs root and docker.io")
-    bed_dir = Path(os.environ.get("SPARKTUI_REALVLLM_BED") or f"/tmp/tbv-{os.getpid()}")
-    net = os.environ.get("SPARKTUI_REALVLLM_NET") or f"127.77.{os.getpid() % 250}"
-    env = {**os.environ, "SPARKTUI_TESTBED_DIR": str(bed_dir), "SPARKTUI_TESTBED_NET": net}
-    keep = bool(os.environ.get("SPARKTUI_REALVLLM_BED")) or (bed_dir / "cluster.toml").exists()
-    r = subprocess.run([str(TESTBED), "up", "--nodes", "3", "--scenario", "real-vllm"], capture_output=True,
-                       text=True, env=env, timeout=1800)
-    if r.returncode != 0:
-        pytest.fail(f"testbed up --scenario real-vllm failed: {(r.stderr + r.stdout)[-2000:]}")
-    yield RealVllmBed(bed_dir, env, json.loads((bed_dir / "real-vllm.json").read_text()))
-    if not keep:
-        subprocess.run([str(TESTBED), "down"], capture_output=True, env=env, timeout=300)
+    not in a 2-node launch can be tried), started in the background at collection (_RealBedStart)."""
+    why = _real_bed.unavailable()
+    if why:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI: {why}")
+        pytest.skip(why)
+    if _real_bed.wait() != 0:
+        pytest.fail(f"testbed up --scenario real-vllm failed: {_real_bed.out[-2000:]}")
+    yield RealVllmBed(_real_bed.dir, _real_bed.env, json.loads((_real_bed.dir / "real-vllm.json").read_text()))
+    _real_bed.down()
 
 
 # ------------------------------------------------------------------ one real server for the API tests

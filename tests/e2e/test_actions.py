@@ -349,9 +349,9 @@ def test_cancel_during_build_cleans_up(seed):
 
 def test_cancel_during_push_cleans_up(seed):
     big = "big-image"
-    if image_id("spark1", big) is None:  # ~1 GB more: the copy takes many seconds on this bed
+    if image_id("spark1", big) is None:  # 400 MB more: the copy takes seconds on this bed, long enough to cancel mid-way
         b = subprocess.run(["docker", "-H", f"unix://{BED_DIR}/nodes/spark1/docker.sock", "build", "-q", "-t", big,
-                            "-"], input="FROM vllm-node\nRUN head -c 1000M /dev/urandom > /big.bin\n",
+                            "-"], input="FROM vllm-node\nRUN head -c 400M /dev/urandom > /big.bin\n",
                            capture_output=True, text=True, timeout=300)
         assert b.returncode == 0, b.stderr
     docker("spark2", "rmi", "-f", big)

@@ -40,34 +40,13 @@ def leftovers(bed, node: str = "spark1") -> list[str]:
 
 
 def real_version(bed, package: str) -> str:
-    """A package's version as the image's own Python reports it (not a number written in this test)."""
-    r = bed.docker("spark1", "run", "--rm", "--network", "none", bed.info["image"], "python3", "-c",
-                   f"import {package}; print({package}.__version__)", timeout=300)
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip().splitlines()[-1]
+    """A package's version as the image's own Python reported it to the bed (not a number written here)."""
+    return bed.info["versions"][package]
 
 
 @pytest.fixture(scope="module")
 def version(real_vllm_bed) -> str:
     return real_version(real_vllm_bed, "vllm")
-
-
-def test_validate_serves_the_model_and_reports_the_real_version(real_vllm_bed, version):
-    bed = real_vllm_bed
-    r = bed.cli("validate", "--yes", "--json")
-    res = as_json(r)
-    assert r.returncode == 0, (res["summary"], r.stderr[-3000:])
-    data = res["data"]
-    assert data["vllm_version"] == version  # GET /version of the server that ran
-    assert {"arch_resolved", "weights_loaded", "kv_cache", "api_ready"} <= set(data["milestones"])
-    assert data["served_model"] == "tiny"  # from /v1/models, as --served-model-name set it
-    tiny = bed.info["tiny"]
-    assert data["answer"]["content"] == tiny["answer"]  # one real chat completion through the openai client
-    assert data["answer"]["reasoning"] == tiny["reasoning"]
-    assert data["answer"]["finish_reason"] == "stop"
-    serve = next(s for s in res["steps"] if s["name"] == "serve")
-    assert serve["status"] == "ok" and serve["data"]["health"] is True
-    assert leftovers(bed) == []
 
 
 def test_unknown_architecture_fails_with_the_finding(real_vllm_bed, tmp_path):
@@ -136,11 +115,10 @@ def test_seed_flow_doctor_build_push_validate_on_the_real_registry(real_vllm_bed
     assert r.returncode == 0, (built["summary"], r.stderr[-2000:])
     assert f"{arch}=qwen3:Qwen3ForCausalLM" in built["data"]["dockerfile"]
     assert bed.image_id("spark1", hybrid) == built["data"]["id"]
-    # the real registry.py now maps the new name onto vLLM's Qwen3 implementation, and says so
-    r = bed.docker("spark1", "run", "--rm", "--network", "none", hybrid, "python3", "-c",
-                   "from vllm.model_executor.models.registry import ModelRegistry as R; "
-                   f"print({arch!r} in R.get_supported_archs())", timeout=300)
-    assert r.stdout.strip().splitlines()[-1] == "True", r.stderr[-1000:]
+    # the real registry.py now maps the new name onto vLLM's Qwen3 implementation: build-image asked the
+    # new image's vLLM (and validate below serves the model through that mapping)
+    verify = next(s for s in built["steps"] if s["name"] == "verify")
+    assert verify["status"] == "ok" and verify["message"] == f"vLLM {version} knows {arch}", verify
 
     r = bed.cli("push-image", "--yes", "--json", config=cfg)
     pushed = as_json(r)
@@ -150,11 +128,20 @@ def test_seed_flow_doctor_build_push_validate_on_the_real_registry(real_vllm_bed
     res = as_json(bed.cli("doctor", "--json", config=cfg))
     assert {c["status"] for c in res["data"]["checks"] if c["check"] in ("architecture", "image_id")} == {"ok"}
 
-    r = bed.cli("validate", "--yes", "--json", "--node", "spark2", config=cfg)  # on the node it was pushed to
+    # validate on the node it was pushed to; the suite's one full validate, so it checks the whole result
+    r = bed.cli("validate", "--yes", "--json", "--node", "spark2", config=cfg)
     res = as_json(r)
     assert r.returncode == 0, (res["summary"], r.stderr[-3000:])
-    assert res["data"]["vllm_version"] == version
-    assert res["data"]["answer"]["content"] == bed.info["tiny"]["answer"]
+    data = res["data"]
+    assert data["vllm_version"] == version  # GET /version of the server that ran
+    assert {"arch_resolved", "weights_loaded", "kv_cache", "api_ready"} <= set(data["milestones"])
+    assert data["served_model"] == "tiny"  # from /v1/models, as --served-model-name set it
+    tiny = bed.info["tiny"]
+    assert data["answer"]["content"] == tiny["answer"]  # one real chat completion through the openai client
+    assert data["answer"]["reasoning"] == tiny["reasoning"]
+    assert data["answer"]["finish_reason"] == "stop"
+    serve = next(s for s in res["steps"] if s["name"] == "serve")
+    assert serve["status"] == "ok" and serve["data"]["health"] is True
     assert leftovers(bed, "spark2") == []
 
 
