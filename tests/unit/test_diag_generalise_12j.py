@@ -73,3 +73,16 @@ def test_gloo_size_check_with_equal_numbers_is_no_mismatch():
     line = ("what():  [enforce fail at /opt/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:446] "
             "op.preamble.length <= op.nbytes. 128000 vs 128000")
     assert default_shapes().classify_line(line) is None
+
+
+# ------------------------------------------------------------------ NCCL's rank against nranks
+
+def test_nccl_invalid_rank_requested_is_a_world_size_mismatch():
+    # --world-size 4 with processes for 8 GPUs: ranks 5-7 ask for "7/4", outside the communicator
+    assert named(body("b/other_hybrik_47_world_size_4_eight_gpus_invalid_rank"))[:1] == ["world_size_mismatch"]
+
+
+def test_ranks_inside_their_communicator_name_no_world_size_mismatch():
+    # the real two-GPU capture that initialises NCCL normally ("rank 0 nranks 2", Init COMPLETE)
+    log = Path(__file__).resolve().parents[1] / "fixtures" / "nccl-2gpu" / "healthy.rank0.log"
+    assert "world_size_mismatch" not in named(log.read_text(encoding="utf-8").splitlines())
