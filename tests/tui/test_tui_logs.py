@@ -186,8 +186,9 @@ async def test_an_appended_batch_renders_only_its_new_rows(make_app):
         lines = _lines(app)
         assert lines.follow
         rendered: list[int] = []
-        real = lines._text
+        real, plain = lines._text, lines._plain_row  # a row is rendered by one of the two
         lines._text = lambda row: (rendered.append(row), real(row))[1]
+        lines._plain_row = lambda row, *rest: (rendered.append(row), plain(row, *rest))[1]
         _append(app, "spark1", "vllm_qwen35", ["cache a", "cache b", "cache c"])
         await pilot.pause()
         assert "cache c" in screen_text(app)

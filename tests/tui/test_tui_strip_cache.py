@@ -24,13 +24,14 @@ def _append(app, texts: list[str]) -> None:
 
 
 class Renders:
-    """Counts the rows the view renders (each a Text built, wrapped and styled)."""
+    """Counts the rows the view renders (each a Text built, wrapped and styled, or a plain row drawn)."""
 
     def __init__(self, lines) -> None:
         self.rows: list[int] = []
         self.lines = lines
-        real = lines._text
+        real, plain = lines._text, lines._plain_row
         lines._text = lambda row: (self.rows.append(row), real(row))[1]
+        lines._plain_row = lambda row, *rest: (self.rows.append(row), plain(row, *rest))[1]
 
     async def after(self, pilot, change=None) -> set[int]:
         """The rows rendered by ``change`` (None: the same frame built again)."""
@@ -97,3 +98,45 @@ async def test_each_thing_a_row_depends_on_renders_the_rows_again_and_nothing_el
         rows = await count.after(pilot, narrower)
         assert rows and rows == await _on_screen(pilot, count), "width"
         assert "INFO cache row 399" in screen_text(app)
+
+
+def _cells(strip) -> list[tuple[str, object]]:
+    return [(ch, seg.style) for seg in strip for ch in seg.text]
+
+
+async def test_a_plain_row_draws_the_same_cells_as_the_general_path(make_app):
+    """The common row is drawn without Text.render (the cost of a flood's repaints); at every scroll
+    offset, with and without timestamps, its cells and styles are the general path's."""
+    from textual.strip import Strip
+
+    app = make_app(t=120)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.refresh_now()
+        series = app.engine.logs.find(NODE, SRC)
+        start = series.last_seq if series else 0
+        texts = ["INFO 12-01 ready " + "y" * i for i in range(0, 120, 7)] + ["", "tab\there", "caf\u00e9 unicode"]
+        app.engine.process([LogBatch(NODE, SRC, tuple(LogLine(NODE, SRC, t, ts=1764600000.25 + i, seq=start + i + 1)
+                                                         for i, t in enumerate(texts)))])
+        app.refresh_now()
+        await pilot.pause()
+        lines = _lines(app)
+        width = lines.scrollable_content_region.width
+        for stamps in (False, True):
+            lines.show_timestamps = stamps
+            await pilot.pause()
+            view = lines._view()
+            plain_rows = 0
+            for row in range(lines.row_count):
+                text = lines._text(row)
+                for x in (0, 5, 13, 20, 60):
+                    plain = lines._plain_row(row, width, x, view)
+                    if plain is None:
+                        continue
+                    plain_rows += 1
+                    general = Strip(list(text.render(app.console, end=""))).crop(x, x + width)
+                    general = general.extend_cell_length(width).apply_style(view[-1])
+                    assert _cells(plain) == _cells(general), (row, x, stamps)
+                    assert plain.cell_length == width
+            assert plain_rows >= 5 * (len(texts) - 2), stamps  # every ASCII row took the plain path
+            tab_row = next(r for r in range(lines.row_count) if "\t" in (lines.series().get(lines._row_line(r)) or ""))
+            assert lines._plain_row(tab_row, width, 0, view) is None  # tabs and non-ASCII: the general path

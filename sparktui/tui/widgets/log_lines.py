@@ -92,6 +92,8 @@ class LogLines(ScrollView, can_focus=True):
         # a rendered row by everything it depends on (Textual's Log, toolong): an appended batch renders
         # only its new rows, scrolling reuses the rest
         self._row_cache: LRUCache[tuple, list[Strip]] = LRUCache(LINE_CACHE)
+        self._plain_view: tuple | None = None
+        self._plain_ts = None
         self._tail_top = 0
 
     # ------------------------------------------------------------------ data
@@ -426,13 +428,42 @@ class LogLines(ScrollView, can_focus=True):
         hit = self._row_cache.get(key)
         if hit is not None:
             return hit[0]
-        text = self._text(row)
-        if text is None:
-            return Strip.blank(width).apply_style(style)
-        strip = Strip(list(text.render(self.app.console, end=""))).crop(x, x + width)
-        strip = strip.extend_cell_length(width).apply_style(style)
+        strip = self._plain_row(row, width, x, view)
+        if strip is None:
+            text = self._text(row)
+            if text is None:
+                return Strip.blank(width).apply_style(style)
+            strip = Strip(list(text.render(self.app.console, end=""))).crop(x, x + width)
+            strip = strip.extend_cell_length(width).apply_style(style)
         self._row_cache[key] = [strip]
         return strip
+
+    def _plain_row(self, row: int, width: int, x: int, view: tuple) -> Strip | None:
+        """The common row (short printable ASCII, no filter, not the mark) cut and padded as plain
+        strings: a third of Text.render's cost, and a flood repaints every row on screen 10 times a
+        second.  None: the general path (``_styled``) draws it; both draw the same cells."""
+        n = self._row_line(row)
+        if n is None or self._rx is not None or n == self._mark:
+            return None
+        s = self.series()
+        raw = s.get(n) if s is not None else None
+        if raw is None or len(raw) > MAX_RENDER or not (raw.isascii() and raw.isprintable()):
+            return None
+        style = view[-1]
+        if self._plain_view is not view:  # the timestamp's style, once per frame (it walks the ancestors)
+            self._plain_view = view
+            self._plain_ts = style + self.get_component_rich_style("loglines--timestamp", partial=True)
+        segments = []
+        if self.show_timestamps:
+            ts = (stamp(s.stamp(n)) + " ")[x:x + width]
+            if ts:
+                segments.append(Segment(ts, self._plain_ts))
+            x = max(0, x - TS_WIDTH)
+            width -= len(ts)
+        if width > 0:
+            body = raw[x:x + width]
+            segments.append(Segment(body + " " * (width - len(body)), style))
+        return Strip(segments, sum(len(seg.text) for seg in segments))
 
     def _build_frame(self, width: int, height: int) -> list[Strip]:
         view = self._view()
