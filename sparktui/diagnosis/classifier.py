@@ -66,6 +66,8 @@ _LATEST_ONLY = {"opCount": 16, "% Completed |": 4}
 
 # markers of SourceScanner._seen / _verdict
 # (memo values are tuples and these plain objects: nothing the garbage collector has to walk)
+# frames of a cut-off traceback tried for what they were doing (nearest first)
+_CUT_FRAMES_LOOKED_AT = 4
 _QUIET = object()  # a line that holds no literal
 _UNKNOWN = object()  # verdict not worked out yet
 _PLACED = object()  # the line holds a latest-only literal: scanned for those each time, never skipped
@@ -736,12 +738,22 @@ class SourceScanner:
         the last frame's function may still say what it was raising (exc_shapes.toml frames)."""
         if self._tb is not None or self._cause_named():
             return []
+        # the nearest frames first: the raising one may be a generic helper (an error-check wrapper)
+        # called from the frame that says what was being done
+        seen = 0
         for lineno, text in reversed(self.tail):
             body = lineprefix.body(lineprefix.clean(text)).strip()
-            if body.startswith("File \"") and ", line " in body:
-                fid = default_shapes().classify_frame(body)
-                f = self.raise_derived(fid, lineno, [text.strip()]) if fid else None
-                return [f] if f else []
+            if body.startswith("Traceback (most recent call last)"):
+                break
+            at = body.find("File \"")  # after any prefix lineprefix does not know ("[vllm]: [rank0]:")
+            if at >= 0 and ", line " in body:
+                fid = default_shapes().classify_frame(body[at:])
+                if fid:
+                    f = self.raise_derived(fid, lineno, [text.strip()])
+                    return [f] if f else []
+                seen += 1
+                if seen >= _CUT_FRAMES_LOOKED_AT:
+                    break
         return []
 
     def _cause_named(self) -> bool:

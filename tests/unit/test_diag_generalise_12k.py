@@ -1,0 +1,91 @@
+"""Issue 12 round k: NCCL communicator creation named by the frames of a cut traceback, world sizes
+compared as numbers in any wording, the address of a wrong interface, and a job asking a cluster
+for more GPUs than it has.
+
+Each rule is checked on a held-in excerpt of the corpus (fed without our header lines) and on a
+benign negative that must stay quiet.
+"""
+
+from __future__ import annotations
+
+from sparktui.diagnosis.exc_shapes import default_shapes
+
+from test_diag_generalise_12i import body, named
+
+
+# ------------------------------------------------------------------ communicator creation, frames only
+
+def test_a_stack_cut_below_the_comm_init_frame_is_a_comm_init_failure():
+    # vLLM's workers print the stack through PyNcclCommunicator -> ncclCommInitRank -> NCCL_CHECK
+    # and the excerpt stops before the exception line: the frame above the checker says what failed
+    assert "nccl_comm_init_failed" in named(body("a/vllm_akash_543_rank0_pynccl_comminitrank"))
+    assert "nccl_comm_init_failed" in named(body("a/vllm_vllm_10626_groupcoordinator_pynccl_init"))
+
+
+def test_the_comm_init_frame_rule_names_no_other_frame():
+    shapes = default_shapes()
+    init = 'File "/x/vllm/distributed/device_communicators/pynccl_wrapper.py", line 244, in ncclCommInitRank'
+    assert shapes.classify_frame(init) == "nccl_comm_init_failed"
+    # the same checker reached from a collective during serving is not communicator creation
+    run = 'File "/x/vllm/distributed/device_communicators/pynccl_wrapper.py", line 281, in ncclAllReduce'
+    assert shapes.classify_frame(run) is None
+
+
+def test_a_cut_stack_inside_a_collective_names_nothing():
+    lines = [
+        '  File "/x/vllm/distributed/device_communicators/pynccl.py", line 120, in all_reduce',
+        '    self.nccl.ncclAllReduce(buffer_type(in_tensor.data_ptr()),',
+        '  File "/x/vllm/distributed/device_communicators/pynccl_wrapper.py", line 281, in ncclAllReduce',
+        '    self.NCCL_CHECK(self._funcs["ncclAllReduce"](sendbuff, recvbuff, count,',
+    ]
+    assert "nccl_comm_init_failed" not in named(lines)
+
+
+# ------------------------------------------------------------------ world size as numbers
+
+def test_a_checkpoint_size_against_the_world_size_in_prose_is_a_world_size_mismatch():
+    assert named(body("b/pytorch_llama_551_checkpoint_mp1_world_size_4"))[:1] == ["world_size_mismatch"]
+    assert named(body("b/pytorch_llama_228_mp1_world_size_4_elastic_failed"))[:1] == ["world_size_mismatch"]
+
+
+def test_a_process_count_that_must_equal_the_world_size_is_a_world_size_mismatch():
+    assert named(body("b/pytorch_nanotron_250_replicas_8_world_size_4"))[:1] == ["world_size_mismatch"]
+
+
+def test_a_runtime_assertion_on_its_mpi_size_is_a_world_size_mismatch():
+    assert named(body("a/trtllm_qwentrtllm_123_mpisize_tp_pp"))[:1] == ["world_size_mismatch"]
+
+
+def test_equal_world_sizes_or_no_world_size_name_nothing():
+    shapes = default_shapes()
+    # the same number on both sides is no mismatch
+    assert shapes.classify_line("AssertionError: Loading a checkpoint for MP=4 but world size is 4") != "world_size_mismatch"
+    # two different numbers that are not about the world size
+    assert shapes.classify_line("ValueError: batch of 8 but only 4 prompts") != "world_size_mismatch"
+    # an assertion that passed is not printed; one on another size is not about ranks
+    assert shapes.classify_line("RuntimeError: Assertion failed: vocabSize == 32000") != "world_size_mismatch"
+
+
+# ------------------------------------------------------------------ interface address
+
+def test_a_refused_connect_to_the_docker_bridge_address_is_a_wrong_interface():
+    assert named(body("b/ompi_horovod_310_btl_tcp_connect_docker0"))[:1] == ["wrong_network_interface"]
+
+
+def test_a_refused_connect_to_a_real_peer_address_is_no_interface_finding():
+    line = ("[u10][[38971,1],2][btl_tcp_endpoint.c:796:mca_btl_tcp_endpoint_complete_connect] "
+            "connect() to 172.30.160.7 failed: Connection refused (111)")
+    assert "wrong_network_interface" not in named([line])
+    # docker's bridge named in a healthy interface listing is not a connection attempt
+    assert named(["docker0   Link encap:Ethernet  HWaddr 02:42:a9:9e:3d:33",
+                  "          inet addr:172.17.0.1  Bcast:0.0.0.0  Mask:255.255.0.0"]) == []
+
+
+# ------------------------------------------------------------------ GPUs asked of a cluster
+
+def test_more_gpus_requested_than_the_cluster_has_is_a_placement_problem():
+    assert "ray_placement_group_stuck" in named(body("b/ray_nemorl_271_requested_16_gpus_only_8"))
+
+
+def test_as_many_gpus_available_as_requested_names_nothing():
+    assert named(["Requested 8 GPUs, but only 8 are available in the cluster."]) == []
