@@ -89,3 +89,91 @@ def test_more_gpus_requested_than_the_cluster_has_is_a_placement_problem():
 
 def test_as_many_gpus_available_as_requested_names_nothing():
     assert named(["Requested 8 GPUs, but only 8 are available in the cluster."]) == []
+
+
+# ------------------------------------------------------------------ an NCCL error while creating a communicator
+
+def _nim_stack(error: str, header: bool = True) -> list[str]:
+    """The real stack of the NIM excerpt (vLLM creating its pynccl communicator at worker init),
+    its exception line replaced by ``error``: the frames say what was being done, whatever class."""
+    lines = body("a/vllm_nccl_1567_nim_pynccl_init_unhandled_cuda")
+    at = next(i for i, t in enumerate(lines) if t.startswith("RuntimeError: NCCL error"))
+    return (["Traceback (most recent call last):"] if header else []) + lines[:at] + [error]
+
+
+def test_an_internal_error_raised_under_the_comm_init_frames_names_comm_init_too():
+    got = named(_nim_stack("RuntimeError: NCCL error: internal error - please report this issue to the NCCL developers"))
+    assert got[:1] == ["nccl_internal_error"]  # the class it names stays first
+    assert "nccl_comm_init_failed" in got
+
+
+def test_an_internal_error_under_the_comm_init_frames_with_the_traceback_header_cut():
+    got = named(_nim_stack("RuntimeError: NCCL error: internal error - please report this issue to the NCCL developers",
+                           header=False))
+    assert got[:1] == ["nccl_internal_error"]
+    assert "nccl_comm_init_failed" in got
+
+
+def test_an_error_the_catalogue_lists_as_a_cause_of_comm_init_failure_stays_alone():
+    # a network error in init explains the failed creation (caused_by): no second finding for it
+    got = named(_nim_stack("RuntimeError: NCCL error: remote process exited or there was a network error"))
+    assert got == ["nccl_network_error"]
+
+
+def test_an_nccl_error_under_serving_frames_or_a_timeout_in_init_is_no_comm_init_failure():
+    shapes = default_shapes()
+    serving = ['File "/x/vllm/v1/worker/gpu_model_runner.py", line 1500, in execute_model',
+               'File "/x/vllm/distributed/device_communicators/pynccl.py", line 130, in all_reduce']
+    assert shapes.during("RuntimeError: NCCL error: internal error", serving) == []
+    init = ['File "/x/vllm/worker/worker.py", line 300, in init_worker_distributed_environment']
+    assert shapes.during("torch.distributed.DistBackendError: [1] is setting up NCCL communicator and "
+                         "timed out after 600000 ms", init) == []
+    # a non-NCCL error while initialising (a bad argument) is not an NCCL failure
+    assert shapes.during("ValueError: invalid literal for int() with base 10: 'x'", init) == []
+
+
+# ------------------------------------------------------------------ wordings of a missing interface
+
+def test_an_interface_that_does_not_exist_is_a_wrong_interface_in_several_wordings():
+    # iproute2 (a launch script reading the fabric address), a launcher's own check, an *_IFNAME
+    for line in ['Device "enp1s0f0np0" does not exist.',
+                 "ValueError: interface eth1 does not exist",
+                 "RuntimeError: GLOO_SOCKET_IFNAME eth0 not found"]:
+        assert named([line])[:1] == ["wrong_network_interface"], line
+
+
+def test_an_ifname_that_is_set_or_a_missing_file_names_no_interface():
+    # (a log that stops in NCCL init is a suspected hang, a warning of its own)
+    assert "wrong_network_interface" not in named(
+        ["node1:581:581 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to enp1s0f1np1"])
+    assert "wrong_network_interface" not in named(['FileNotFoundError: Path "/models/x" does not exist'])
+
+
+# ------------------------------------------------------------------ the fingerprint comparison's second half
+
+def test_the_differing_aspects_alone_are_a_collective_mismatch():
+    lines = body("b/pytorch_simpletuner_2712_allgather_vs_reduce")
+    # the report's first half cut (a wrapped or clipped line): what differs still says it
+    cut = [t.split(").Collectives differ", 1)[1] if ").Collectives differ" in t else t for t in lines]
+    cut = ["Collectives differ" + t if t.startswith(" in the following") else t for t in cut]
+    assert not any("Detected mismatch" in t for t in cut)
+    assert named(cut)[:1] == ["nccl_collective_mismatch"]
+    assert named(["NCCL INFO Collectives will use the ring algorithm"]) == []
+
+
+def test_a_during_rule_whose_example_does_not_match_is_refused():
+    from sparktui.diagnosis.exc_shapes import ShapeError, parse_shapes
+
+    bad = """
+[[during]]
+id = "nccl_comm_init_failed"
+message = ['NCCL']
+frame = ['in init_process_group']
+examples = [["RuntimeError: NCCL error: internal error", 'File "x.py", line 1, in all_reduce']]
+"""
+    try:
+        parse_shapes(bad, "t.toml", {"nccl_comm_init_failed"})
+    except ShapeError as exc:
+        assert "during #1" in str(exc)
+    else:
+        raise AssertionError("a during rule whose example does not match was accepted")
