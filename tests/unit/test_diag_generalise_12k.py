@@ -177,3 +177,25 @@ examples = [["RuntimeError: NCCL error: internal error", 'File "x.py", line 1, i
         assert "during #1" in str(exc)
     else:
         raise AssertionError("a during rule whose example does not match was accepted")
+
+
+# ------------------------------------------------------------------ rank counts against parallel sizes
+
+def test_a_rank_count_against_a_parallel_size_as_numbers_is_a_world_size_mismatch():
+    shapes = default_shapes()
+    for line in ["AssertionError: nranks 2 != mpi size 4",
+                 "RuntimeError: The number of ranks (1) is less than the tensor parallel size (2)",
+                 "ValueError: tensor_parallel_size (8) is larger than the number of visible GPUs (2)"]:
+        assert shapes.classify_line(line) == "world_size_mismatch", line
+
+
+def test_equal_counts_or_counts_of_other_things_are_no_world_size_mismatch():
+    shapes = default_shapes()
+    assert shapes.classify_line("AssertionError: nranks 4 != mpi size 4") != "world_size_mismatch"
+    assert shapes.classify_line("ValueError: num_ranks 4 but got batch 8 for tensor") != "world_size_mismatch"
+
+
+def test_an_nccl_error_in_mixed_case_is_still_seen():
+    # Paddle prints "Nccl error(2), unhandled system error": the literal gate must not hide it
+    assert named(["ExternalError: Nccl error(2), unhandled system error."])[:1] == ["nccl_comm_init_failed"]
+    assert named(["Nccl error handling enabled"]) == []
