@@ -3,8 +3,9 @@
 A Python exception line reads ``pkg.module.ClassName: message``.  ``exc_shapes.toml`` maps class
 names (regexes over the qualified name) and message shapes (regexes) to catalogue ids, first match
 wins.  The classifier asks this table when a traceback closes (root cause of a chain first) and at
-end of input for a bare exception line whose traceback header was cut off.  Cold path only: a
-handful of regexes per traceback, nothing per log line.
+end of input for a bare exception line whose traceback header was cut off.  ``[[during]]`` rules
+name a second id from the frames an exception was raised under (an NCCL error of any class while a
+communicator is created).  Cold path only: a handful of regexes per traceback, nothing per log line.
 """
 
 from __future__ import annotations
