@@ -66,6 +66,8 @@ _LATEST_ONLY = {"opCount": 16, "% Completed |": 4}
 
 # markers of SourceScanner._seen / _verdict
 # (memo values are tuples and these plain objects: nothing the garbage collector has to walk)
+# frames of a cut-off traceback tried for what they were doing (nearest first)
+_CUT_FRAMES_LOOKED_AT = 4
 _QUIET = object()  # a line that holds no literal
 _UNKNOWN = object()  # verdict not worked out yet
 _PLACED = object()  # the line holds a latest-only literal: scanned for those each time, never skipped
@@ -588,6 +590,13 @@ class SourceScanner:
         for r in roots:
             self._raise(r, lineno, tb.evidence(), out)
         self._raise(entry, lineno, tb.evidence(), out, key=exc.split(":")[0][-80:])
+        # raised inside the frames doing a job, it names that job's failure too (exc_shapes.toml
+        # [[during]]: an NCCL error of any class while a communicator is being created), unless
+        # what it raised is a cause the catalogue lists for that failure (it explains it already)
+        if tb.files and tb.exc:
+            for fid in default_shapes().during(" ".join(t for _, t in tb.exc), tb.files):
+                if entry.id not in self.cat[fid].caused_by:
+                    self._raise(self.cat[fid], lineno, tb.evidence(), out)
 
     def _shape_of(self, tb: TracebackTracker) -> str | None:
         """The id the exception shapes give, the chain's root (first raised) tried first."""
@@ -699,6 +708,7 @@ class SourceScanner:
         out.extend(self._bare_exception())
         out.extend(self._together())
         out.extend(self._cut_frames())
+        out.extend(self._tail_during())
         return out
 
     def _promote(self) -> list[Finding]:
@@ -736,13 +746,47 @@ class SourceScanner:
         the last frame's function may still say what it was raising (exc_shapes.toml frames)."""
         if self._tb is not None or self._cause_named():
             return []
+        # the nearest frames first: the raising one may be a generic helper (an error-check wrapper)
+        # called from the frame that says what was being done
+        seen = 0
         for lineno, text in reversed(self.tail):
             body = lineprefix.body(lineprefix.clean(text)).strip()
-            if body.startswith("File \"") and ", line " in body:
-                fid = default_shapes().classify_frame(body)
-                f = self.raise_derived(fid, lineno, [text.strip()]) if fid else None
-                return [f] if f else []
+            if body.startswith("Traceback (most recent call last)"):
+                break
+            at = body.find("File \"")  # after any prefix lineprefix does not know ("[vllm]: [rank0]:")
+            if at >= 0 and ", line " in body:
+                fid = default_shapes().classify_frame(body[at:])
+                if fid:
+                    f = self.raise_derived(fid, lineno, [text.strip()])
+                    return [f] if f else []
+                seen += 1
+                if seen >= _CUT_FRAMES_LOOKED_AT:
+                    break
         return []
+
+    def _tail_during(self) -> list[Finding]:
+        """A stack whose traceback header was cut off (no tracker saw it) still shows in the tail
+        what it was doing: an error found after its frames names the [[during]] ids too."""
+        files: list[tuple[int, str]] = []
+        for lineno, text in self.tail:
+            body = lineprefix.body(lineprefix.clean(text))
+            at = body.find("File \"")
+            if at >= 0 and ", line " in body:
+                files.append((lineno, body[at:].strip()))
+        if not files:
+            return []
+        shapes, out = default_shapes(), []
+        for f in list(self.findings):
+            if f.severity != "error" or f.line is None or f.line < files[0][0]:
+                continue
+            for fid in shapes.during(" ".join(f.evidence), [t for n, t in files if n < f.line]):
+                if f.id in self.cat[fid].caused_by:
+                    continue  # its cause is named: the catalogue says it explains this failure
+                if not any(g.id == fid for g in self.findings):
+                    g = self.raise_derived(fid, f.line, list(f.evidence))
+                    if g:
+                        out.append(g)
+        return out
 
     def _cause_named(self) -> bool:
         """An error finding that names a cause (not merely a consequence such as a dead engine)."""

@@ -3,8 +3,9 @@
 A Python exception line reads ``pkg.module.ClassName: message``.  ``exc_shapes.toml`` maps class
 names (regexes over the qualified name) and message shapes (regexes) to catalogue ids, first match
 wins.  The classifier asks this table when a traceback closes (root cause of a chain first) and at
-end of input for a bare exception line whose traceback header was cut off.  Cold path only: a
-handful of regexes per traceback, nothing per log line.
+end of input for a bare exception line whose traceback header was cut off.  ``[[during]]`` rules
+name a second id from the frames an exception was raised under (an NCCL error of any class while a
+communicator is created).  Cold path only: a handful of regexes per traceback, nothing per log line.
 """
 
 from __future__ import annotations
@@ -97,6 +98,21 @@ class Shape:
         return not self.messages or any(rx.search(msg) for rx in self.messages)
 
 
+@dataclass(frozen=True)
+class During:
+    """A finding named by an exception raised under a frame doing some job, besides its own shape
+    (an NCCL error of any class inside the frames that create a communicator)."""
+    id: str
+    messages: tuple[re.Pattern[str], ...]  # any of them searched in the exception line and message
+    frames: tuple[re.Pattern[str], ...]  # any of them searched in any "File ..." line of the stack
+    unless: tuple[re.Pattern[str], ...] = ()  # none of them may be in the message
+
+    def matches(self, msg: str, files: list[str]) -> bool:
+        if not any(rx.search(msg) for rx in self.messages) or any(rx.search(msg) for rx in self.unless):
+            return False
+        return any(rx.search(f) for f in files for rx in self.frames)
+
+
 class ShapeError(ValueError):
     """exc_shapes.toml is unusable; the message names the file, the rule and the problem."""
 
@@ -104,6 +120,14 @@ class ShapeError(ValueError):
 @dataclass(frozen=True)
 class Shapes:
     rules: tuple[Shape, ...]
+    during_rules: tuple[During, ...] = ()
+
+    def during(self, msg: str, files: list[str]) -> list[str]:
+        """The ids that an exception (its lines joined) raised under these frames names as well."""
+        if not files:
+            return []
+        msg = msg[:MAX_MSG]
+        return [d.id for d in self.during_rules if d.matches(msg, files)]
 
     def classify(self, cls: str, msg: str, frame: str = "", context: str = "") -> str | None:
         """The finding id for one exception (class, message, raising frame, the code lines of the
@@ -164,7 +188,24 @@ def parse_shapes(text: str, path: str, known_ids: set[str] | None = None) -> Sha
         rules.append(Shape(fid, classes, messages, frames, contexts))
         # an example is "exception line" or, for a shape that needs its context, [line, context]
         examples.extend((i, fid, ex) for ex in raw.get("examples", []))
-    shapes = Shapes(tuple(rules))
+    during: list[During] = []
+    for i, raw in enumerate(data.get("during", [])):
+        fid = raw.get("id")
+        if not isinstance(fid, str) or (known_ids is not None and fid not in known_ids):
+            raise ShapeError(f"{path}: during #{i + 1}: id {fid!r} is not a catalogue id")
+        try:
+            d = During(fid, tuple(re.compile(p) for p in raw.get("message", [])),
+                       tuple(re.compile(p) for p in raw.get("frame", [])),
+                       tuple(re.compile(p) for p in raw.get("unless", [])))
+        except re.error as exc:
+            raise ShapeError(f"{path}: during #{i + 1} ({fid}): bad regex: {exc}") from None
+        if not d.messages or not d.frames:
+            raise ShapeError(f"{path}: during #{i + 1} ({fid}): needs a message and a frame pattern")
+        for ex in raw.get("examples", []):  # [exception line, "File ..." line]
+            if not d.matches(ex[0], [ex[1]]):
+                raise ShapeError(f"{path}: during #{i + 1} ({fid}): example does not match: {ex[0][:80]!r}")
+        during.append(d)
+    shapes = Shapes(tuple(rules), tuple(during))
     for i, fid, ex in examples:  # an example must come out as its own id through the whole table
         line, context = (ex, "") if isinstance(ex, str) else (ex[0], ex[1])
         got = shapes.classify_line(line, context=context)

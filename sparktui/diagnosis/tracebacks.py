@@ -41,6 +41,7 @@ MAX_TB_LINES = 4000  # bounded work: a runaway "traceback" ends here
 MAX_MSG_LINES = 60  # continuation lines after the exception line (C++ frames not counted)
 KEEP_MSG_LINES = 8
 RECENT_FRAMES = 3  # frames above the exception whose code lines tell what it checked
+KEEP_FILES = 48  # "File ..." lines kept: what the stack was doing (exc_shapes.toml [[during]])
 
 
 @dataclass
@@ -55,6 +56,7 @@ class TracebackTracker:
     msg_count: int = 0
     last_file: tuple[str, str] = ("", "")  # last "File ..." line and the code line after it
     recent_code: list[str] = field(default_factory=list)  # code lines of the last RECENT_FRAMES frames
+    files: list[str] = field(default_factory=list)  # the last KEEP_FILES "File ..." lines, oldest first
     _pending_file: str = ""
     exc: list[tuple[int, str]] = field(default_factory=list)  # (line, text) exception + continuation
     chained: list[str] = field(default_factory=list)  # earlier exceptions of the chain
@@ -83,6 +85,9 @@ class TracebackTracker:
             if body[0] in " \t":
                 if stripped.startswith("File "):
                     self._pending_file = stripped
+                    self.files.append(stripped)
+                    if len(self.files) > KEEP_FILES:
+                        del self.files[0]
                 elif self._pending_file:
                     if not set(stripped) <= {"^", "~", " "}:
                         self.last_file = (self._pending_file, stripped)
