@@ -49,16 +49,13 @@ _URL_CRED = re.compile(rb"://[^/\s:@]+:(?P<val>[^@\s/]+)(?=@)")  # scheme://user
 # (each shape costs one scan of every batch in the pre-test: the list is kept to the common ones).
 # Each is led by its literal, the "no letter before" test after it: one regex led by a look-behind
 # and an alternation was tried at every position (23 MB/s, most of a core under a log flood).
-_SHAPE_RXS = tuple((trigger, re.compile(lead + rb"(?<![A-Za-z0-9]" + lead + rb")" + rest + rb"(?![A-Za-z0-9])"))
-                   for trigger, lead, rest in ((b"hf_", rb"hf_", rb"[A-Za-z0-9]{20,}"),
-                                               (b"sk-", rb"sk-", rb"[A-Za-z0-9_-]{16,}"),
-                                               (b"ghp_", rb"ghp_", rb"[A-Za-z0-9]{20,}"),
-                                               (b"github_pat_", rb"github_pat_", rb"[A-Za-z0-9_]{20,}"),
-                                               (b"akia", rb"AKIA", rb"[0-9A-Z]{16}")))
+_SHAPE_RXS = tuple((lead.lower(), re.compile(lead + rb"(?<![A-Za-z0-9]" + lead + rb")" + rest + rb"(?![A-Za-z0-9])"))
+                   for lead, rest in ((rb"hf_", rb"[A-Za-z0-9]{20,}"), (rb"sk-", rb"[A-Za-z0-9_-]{16,}"),
+                                      (rb"ghp_", rb"[A-Za-z0-9]{20,}"), (rb"github_pat_", rb"[A-Za-z0-9_]{20,}"),
+                                      (rb"AKIA", rb"[0-9A-Z]{16}")))  # (trigger in the lowered text, regex)
 
 _TRIGGERS = (b"token", b"key", b"secret", b"passw", b"credential", b"authoriz", b"bearer", b"://",
-             b"hf_", b"sk-", b"ghp_", b"github_pat_", b"akia")
-_SHAPE_TRIGGERS = _TRIGGERS[8:]
+             *(trigger for trigger, _ in _SHAPE_RXS))
 # values that say "not set" rather than hold a secret: masking them would hide a useful fact
 _NOT_SECRET = {"", "none", "null", "nil", "true", "false", "unset", "<none>", MASK}
 _NUMBER = re.compile(r"[-+]?[\d.]+")
