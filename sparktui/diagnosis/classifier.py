@@ -64,14 +64,22 @@ _UMBRELLAS = ("onnect", " GCS", "mory", "rror", "fail", "ddress", "enqueued", " 
 # where only the latest few of a batch matter: the highest opCount, the current shard count.
 _LATEST_ONLY = {"opCount": 16, "% Completed |": 4}
 
-# markers of SourceScanner._seen / _verdict
-# (memo values are tuples and these plain objects: nothing the garbage collector has to walk)
 # frames of a cut-off traceback tried for what they were doing (nearest first)
 _CUT_FRAMES_LOOKED_AT = 4
+
+# markers of SourceScanner._seen / _verdict
+# (memo values are tuples and these plain objects: nothing the garbage collector has to walk)
 _QUIET = object()  # a line that holds no literal
 _UNKNOWN = object()  # verdict not worked out yet
 _PLACED = object()  # the line holds a latest-only literal: scanned for those each time, never skipped
 _BUSY = object()  # classifying the line can move state
+
+
+def _frame_line(body: str) -> str | None:
+    """The 'File "...", line N, in f' part of a line, after any prefix lineprefix does not know
+    ("[vllm]: [rank0]:"), or None."""
+    at = body.find('File "')
+    return body[at:].strip() if at >= 0 and ", line " in body else None
 
 
 def _ev(text: str) -> str:
@@ -753,9 +761,9 @@ class SourceScanner:
             body = lineprefix.body(lineprefix.clean(text)).strip()
             if body.startswith("Traceback (most recent call last)"):
                 break
-            at = body.find("File \"")  # after any prefix lineprefix does not know ("[vllm]: [rank0]:")
-            if at >= 0 and ", line " in body:
-                fid = default_shapes().classify_frame(body[at:])
+            frame = _frame_line(body)
+            if frame is not None:
+                fid = default_shapes().classify_frame(frame)
                 if fid:
                     f = self.raise_derived(fid, lineno, [text.strip()])
                     return [f] if f else []
@@ -769,10 +777,9 @@ class SourceScanner:
         what it was doing: an error found after its frames names the [[during]] ids too."""
         files: list[tuple[int, str]] = []
         for lineno, text in self.tail:
-            body = lineprefix.body(lineprefix.clean(text))
-            at = body.find("File \"")
-            if at >= 0 and ", line " in body:
-                files.append((lineno, body[at:].strip()))
+            frame = _frame_line(lineprefix.body(lineprefix.clean(text)))
+            if frame is not None:
+                files.append((lineno, frame))
         if not files:
             return []
         shapes, out = default_shapes(), []
