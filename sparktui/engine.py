@@ -200,6 +200,7 @@ class Engine:
 
     # work per drain, in lines: small enough that a key press waits at most a few ms behind it
     DRAIN_BUDGET = 2000
+    SHOW_TAIL = 200  # a batch dropped to the tail still shows (and analyses) its newest lines
     SKIP_COST = 10  # a skipped line only goes to the session file: a tenth of a line's full cost
 
     def drain(self) -> list[Event]:
@@ -223,10 +224,15 @@ class Engine:
                     if batch:  # in order: what came before it is processed first
                         out += self.process(batch)
                         batch = []
-                    self._skip(ev, n)
+                    head, tail = _split_tail(ev, self.SHOW_TAIL)
+                    self._skip(head, n - len(tail))
                     skipped = True
                     cost += n
-                    continue
+                    if not tail:
+                        continue
+                    # its newest lines still take the full path, so the screen never freezes on an
+                    # old line while the file writer catches up (measured: 2-3 s frozen behind)
+                    ev, n = LogBatch(ev.node, ev.source, tail), len(tail)
                 cost += n * self.SKIP_COST
             else:
                 cost += self.SKIP_COST
@@ -449,6 +455,13 @@ def _awaiting(task: "asyncio.Task") -> str:
             out.append(f"  {frame.f_code.co_qualname} ({frame.f_code.co_filename}:{frame.f_lineno})")
         obj = getattr(obj, "cr_await", None) or getattr(obj, "gi_yieldfrom", None) or getattr(obj, "ag_await", None)
     return "\n".join(out)
+
+
+def _split_tail(ev: "LogBatch | LogLine | LogBlock", keep: int) -> "tuple[LogBatch | LogLine | LogBlock, tuple]":
+    """A batch's older lines and its newest ``keep``; other events are all head."""
+    if not isinstance(ev, LogBatch) or len(ev.lines) <= keep:
+        return ev, ()
+    return LogBatch(ev.node, ev.source, ev.lines[:-keep]), ev.lines[-keep:]
 
 
 def _last_seq(ev: "LogBatch | LogLine | LogBlock") -> int:

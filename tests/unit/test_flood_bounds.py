@@ -53,6 +53,30 @@ def test_a_source_far_behind_drops_to_its_tail_and_the_session_file_keeps_every_
     assert _gaps(session)[-1]["skipped"] == s.skipped
 
 
+def test_a_big_batch_dropped_to_the_tail_still_shows_its_newest_lines(tmp_path):
+    """While a source is behind, each batch's newest SHOW_TAIL lines still reach the screen (and
+    the diagnoser): the view follows the source instead of freezing on the last line it took."""
+    session = Session.create("t", root=tmp_path)
+    eng = Engine(demo_config(), session=session)
+    eng.SKIP_ABOVE = 1000
+    for b in _batches(5, 1000):  # 5000 queued: the first four batches are over the bound when drained
+        eng.emit(b)
+    while eng._pending:
+        eng.drain()
+    s = eng.logs.find(NODE, SRC)
+    tail = eng.SHOW_TAIL
+    assert s.skipped == 4 * (1000 - tail) and s.total == 4 * tail + 1000 and s.lost == 0
+    for k in range(4):  # each skipped batch: its newest lines are held, with their own numbers
+        newest = (k + 1) * 1000
+        assert s.get(s.position_of(newest)) == f"INFO step {newest}"
+        assert s.position_of(newest - tail + 1) is not None and s.position_of(newest - tail) is None
+    session.flush()
+    assert _file_lines(session) == [f"INFO step {i}" for i in range(1, 5001)]  # once each, in order
+    eng._report_gaps(final=True)
+    session.flush()
+    assert _gaps(session)[-1]["skipped"] == s.skipped
+
+
 def test_a_queue_past_its_bound_refuses_batches_and_counts_them_lost(tmp_path):
     session = Session.create("t", root=tmp_path)
     eng = Engine(demo_config(), session=session)
