@@ -58,6 +58,10 @@ class Entry:
     # end of input: NCCL's return-code trace stands for a failed communicator init, but a traceback
     # naming the failure itself is the better anchor (classifier.SourceScanner._promote)
     promote_to: str = ""
+    # patterns of this entry's that name a choice only wrong across hosts (loopback or a bridge
+    # carries traffic between the processes of one machine): a finding whose line matches one is
+    # reported as info when every NCCL process of the input sits on one host (diagnoser.py)
+    single_host_ok: tuple[re.Pattern[str], ...] = ()
 
     def search(self, line: str) -> re.Match[str] | None:
         for rx in self.patterns:
@@ -159,7 +163,7 @@ def _entry(path: str, raw: object) -> Entry:
     unknown = set(raw) - {
         "id", "severity", "title", "explanation", "advice", "patterns", "prefilter", "examples",
         "caused_by", "consequence_of", "benign_after", "priority", "derived", "raised_by", "consequence",
-        "promote_to",
+        "promote_to", "single_host_ok",
     }
     if unknown:
         raise _fail(path, fid, f"unknown key(s) {', '.join(sorted(unknown))}")
@@ -178,6 +182,14 @@ def _entry(path: str, raw: object) -> Entry:
         except re.error as exc:
             raise _fail(path, fid, f"bad regex {p!r}: {exc}") from None
     prefilter = _strs(path, fid, raw, "prefilter")
+    local_ok = []
+    for p in _strs(path, fid, raw, "single_host_ok"):
+        try:
+            local_ok.append(re.compile(p))
+        except re.error as exc:
+            raise _fail(path, fid, f"bad regex {p!r}: {exc}") from None
+    if local_ok and not pats:
+        raise _fail(path, fid, "single_host_ok needs line patterns to qualify")
     if derived and (pats or "prefilter" in raw or "examples" in raw):
         raise _fail(path, fid, f"a finding raised by {raised_by} has no patterns, prefilter or examples")
     if not derived and not pats:
@@ -209,6 +221,7 @@ def _entry(path: str, raw: object) -> Entry:
         derived=derived,
         raised_by=raised_by,
         promote_to=promote_to,
+        single_host_ok=tuple(local_ok),
     )
     for ex in entry.examples:
         if not any(lit in ex for lit in entry.prefilter):
