@@ -62,11 +62,16 @@ class Entry:
     # carries traffic between the processes of one machine): a finding whose line matches one is
     # reported as info when every NCCL process of the input sits on one host (diagnoser.py)
     single_host_ok: tuple[re.Pattern[str], ...] = ()
+    # lines that match a pattern but say something else: a notice of an attempt the library retries
+    # by itself (its failure is a different line).  Checked only after a pattern matched (cold path)
+    unless: tuple[re.Pattern[str], ...] = ()
 
     def search(self, line: str) -> re.Match[str] | None:
         for rx in self.patterns:
             m = rx.search(line)
             if m:
+                if self.unless and any(u.search(line) for u in self.unless):
+                    return None
                 return m
         return None
 
@@ -149,6 +154,16 @@ def _strs(path: str, fid: str, raw: dict, key: str) -> tuple[str, ...]:
     return tuple(val)
 
 
+def _regexes(path: str, fid: str, raw: dict, key: str) -> tuple[re.Pattern[str], ...]:
+    out = []
+    for p in _strs(path, fid, raw, key):
+        try:
+            out.append(re.compile(p))
+        except re.error as exc:
+            raise _fail(path, fid, f"bad regex {p!r}: {exc}") from None
+    return tuple(out)
+
+
 def _entry(path: str, raw: object) -> Entry:
     if not isinstance(raw, dict):
         raise _fail(path, "", "each [[finding]] must be a table")
@@ -163,7 +178,7 @@ def _entry(path: str, raw: object) -> Entry:
     unknown = set(raw) - {
         "id", "severity", "title", "explanation", "advice", "patterns", "prefilter", "examples",
         "caused_by", "consequence_of", "benign_after", "priority", "derived", "raised_by", "consequence",
-        "promote_to", "single_host_ok",
+        "promote_to", "single_host_ok", "unless",
     }
     if unknown:
         raise _fail(path, fid, f"unknown key(s) {', '.join(sorted(unknown))}")
@@ -182,14 +197,9 @@ def _entry(path: str, raw: object) -> Entry:
         except re.error as exc:
             raise _fail(path, fid, f"bad regex {p!r}: {exc}") from None
     prefilter = _strs(path, fid, raw, "prefilter")
-    local_ok = []
-    for p in _strs(path, fid, raw, "single_host_ok"):
-        try:
-            local_ok.append(re.compile(p))
-        except re.error as exc:
-            raise _fail(path, fid, f"bad regex {p!r}: {exc}") from None
-    if local_ok and not pats:
-        raise _fail(path, fid, "single_host_ok needs line patterns to qualify")
+    local_ok, unless = _regexes(path, fid, raw, "single_host_ok"), _regexes(path, fid, raw, "unless")
+    if (local_ok or unless) and not pats:
+        raise _fail(path, fid, "single_host_ok and unless need line patterns to qualify")
     if derived and (pats or "prefilter" in raw or "examples" in raw):
         raise _fail(path, fid, f"a finding raised by {raised_by} has no patterns, prefilter or examples")
     if not derived and not pats:
@@ -221,7 +231,8 @@ def _entry(path: str, raw: object) -> Entry:
         derived=derived,
         raised_by=raised_by,
         promote_to=promote_to,
-        single_host_ok=tuple(local_ok),
+        single_host_ok=local_ok,
+        unless=unless,
     )
     for ex in entry.examples:
         if not any(lit in ex for lit in entry.prefilter):
