@@ -633,7 +633,14 @@ class SourceScanner:
 
     # ------------------------------------------------------------------ findings
     def _raise(self, entry: Entry, lineno: int | None, evidence: list[str], out: list, key: str = "") -> None:
-        k = (entry.id, key if entry.id == "unhandled_exception" else "")
+        sub = key if entry.id == "unhandled_exception" else ""
+        if entry.single_host_ok and evidence and any(rx.search(evidence[0]) for rx in entry.single_host_ok):
+            # an interface choice that only one-host jobs excuse (diagnoser.py) is kept apart from
+            # the same id's unconditional lines, so excusing it never hides one of those
+            if (entry.id, "") in self._raised:
+                return
+            sub = "one_host"
+        k = (entry.id, sub)
         if k in self._raised:
             return
         self._raised.add(k)

@@ -1,0 +1,153 @@
+"""Issue 12 round m: healthy traps made structural.  Loopback (or a bridge) for NCCL's sockets is
+only wrong when a peer is on another machine; torch's W-level c10d connect notice is a retried
+attempt, not a wrong interface; V0's "MQLLMEngine is already dead" is the engine dying; NCCL before
+2.4 names the interfaces it uses on their own lines.
+
+Each rule is checked on held-in excerpts of the corpus (fed without our header lines) and on a
+benign or failing counterpart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparktui.commands.diagnose import analyse
+from sparktui.diagnosis.catalogue import CatalogueError, default_catalogue, parse_catalogue
+from sparktui.diagnosis.diagnoser import Diagnoser
+
+from corpus_helpers import held_in, read_header
+
+
+def bare(rel: str, tmp_path: Path) -> list[str]:
+    """The held-in case's files rewritten without our header lines (as a user's log comes)."""
+    out = []
+    for p in map(Path, held_in(rel)):
+        lines = p.read_text(encoding="utf-8").splitlines(keepends=True)
+        q = tmp_path / p.name
+        q.write_text("".join(lines[len(read_header(p)):]), encoding="utf-8")
+        out.append(str(q))
+    return out
+
+
+def findings(rel: str, tmp_path: Path):
+    return analyse(bare(rel, tmp_path)).findings
+
+
+def errors(rel: str, tmp_path: Path) -> list[str]:
+    return [f.id for f in findings(rel, tmp_path) if f.severity == "error"]
+
+
+def ranked(rel: str, tmp_path: Path) -> list[str]:
+    return [f.id for f in findings(rel, tmp_path) if f.severity != "info"]
+
+
+def diagnose_lines(lines: list[str]) -> list:
+    d = Diagnoser()
+    d.feed_lines("t", lines)
+    d.finish()
+    return d.findings
+
+
+# ------------------------------------------------------------------ loopback on one host
+
+def test_loopback_sockets_of_a_one_host_job_are_no_error(tmp_path):
+    # nccl-tests on two local V100s with NCCL_SOCKET_IFNAME=lo: both processes on one host
+    got = findings("b/nccl_nccl_352_mpirun_lo_socket_no_plugin_no_ib_healthy", tmp_path)
+    wni = [f for f in got if f.id == "wrong_network_interface"]
+    assert wni and all(f.severity == "info" for f in wni)
+    assert "one machine" in wni[0].title
+    assert not [f for f in got if f.severity == "error"]
+
+
+def test_wifi_bootstrap_on_one_workstation_leaves_the_hang_first(tmp_path):
+    # two ranks on one host bootstrap over Wi-Fi and hang: the interface is no cause there
+    assert ranked("a/vllm_vllm_5484_nccl_test_hang_wifi_bootstrap", tmp_path)[:1] == ["nccl_init_hang"]
+
+
+def test_loopback_across_two_hosts_stays_the_root_cause(tmp_path):
+    # Horovod on two machines: NCCL < 2.4 lists lo among its socket interfaces, connects are refused
+    got = ranked("b/nccl_horovod_584_lo_interface_connect_refused_multinode", tmp_path)
+    assert got[:1] == ["wrong_network_interface"]
+
+
+def test_one_process_with_a_bigger_communicator_is_not_one_host():
+    # a rank's own log of a two-rank communicator: the other rank may be on another machine
+    lines = [
+        "node1:100:100 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>",
+        "node1:100:200 [0] NCCL INFO comm 0x55 rank 0 nranks 2 cudaDev 0 busId 1000 - Init START",
+    ]
+    got = [f for f in diagnose_lines(lines) if f.id == "wrong_network_interface"]
+    assert got and got[0].severity == "error"
+
+
+def test_a_missing_interface_on_one_host_is_still_an_error():
+    # only the interface CHOICE patterns are excused on one host, not a name that does not exist
+    lines = [
+        "h:1:1 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>",
+        "h:2:2 [1] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>",
+        'Error: Device "enp1s0f1np1" does not exist.',
+    ]
+    got = [f for f in diagnose_lines(lines) if f.id == "wrong_network_interface"]
+    assert got and got[0].severity == "error"
+
+
+# ------------------------------------------------------------------ torch's c10d connect notice
+
+# verbatim from https://github.com/pytorch/PiPPy/issues/158 (a one-line paste: too short for the corpus)
+C10D_NOTICE = ("[W socket.cpp:558] [c10d] The client socket has failed to connect to [localhost]:29500 "
+               "(errno: 99 - Cannot assign requested address).")
+
+
+def test_a_w_level_c10d_connect_notice_is_no_wrong_interface(tmp_path):
+    assert [f.id for f in diagnose_lines([C10D_NOTICE]) if f.severity == "error"] == []
+    assert errors("b/pytorch_llamafactory_7127_windows_c10d_10049_warning_healthy", tmp_path) == []
+
+
+def test_cannot_assign_requested_address_elsewhere_is_still_a_wrong_interface():
+    cat = default_catalogue()
+    entry = cat["wrong_network_interface"]
+    assert entry.search(C10D_NOTICE) is None
+    # a bind to an address this host does not have: the E level, or another library's wording
+    assert entry.search("[E socket.cpp:610] [c10d] bind: Cannot assign requested address") is not None
+    assert entry.search("zmq.error.ZMQError: Cannot assign requested address") is not None
+
+
+# ------------------------------------------------------------------ engine death, older wordings
+
+def test_v0_launcher_finding_its_engine_dead_is_engine_dead(tmp_path):
+    assert ranked("a/vllm_vllm_13939_mqllmengine_already_dead_after_requests", tmp_path)[:1] == ["engine_dead"]
+
+
+def test_engine_dead_wording_needs_the_engine_name():
+    entry = default_catalogue()["engine_dead"]
+    assert entry.search("CRITICAL 02-25 11:11:34 launcher.py:101] MQLLMEngine is already dead, terminating server process")
+    assert entry.search("INFO 02-25 11:11:34 worker.py:1] the old checkpoint is already dead weight") is None
+
+
+def test_nccl_before_2_4_interface_lines_name_loopback():
+    entry = default_catalogue()["wrong_network_interface"]
+    assert entry.search("paigcr-b-gpu-1012:4152:4206 [0] NCCL INFO NET : Using interface lo:127.0.0.1<0>")
+    assert entry.search("paigcr-b-gpu-1012:4152:4206 [0] NCCL INFO NET : Using interface eth0:10.151.40.240<0>") is None
+
+
+# ------------------------------------------------------------------ the catalogue keys
+
+_ENTRY = '''
+[[finding]]
+id = "x"
+severity = "error"
+title = "t"
+explanation = "e"
+advice = "a"
+'''
+
+
+def test_unless_and_single_host_ok_are_checked_regexes():
+    with pytest.raises(CatalogueError, match="bad regex"):
+        parse_catalogue(_ENTRY + "patterns = ['a']\nprefilter = ['a']\nunless = ['(']\n")
+    with pytest.raises(CatalogueError, match="need line patterns"):
+        parse_catalogue(_ENTRY + "derived = true\nsingle_host_ok = ['a']\n")
+    cat = parse_catalogue(_ENTRY + "patterns = ['boom']\nprefilter = ['boom']\nunless = ['^retrying']\n")
+    assert cat["x"].search("boom now") and cat["x"].search("retrying after boom") is None
