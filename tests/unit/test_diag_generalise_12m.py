@@ -151,3 +151,18 @@ def test_unless_and_single_host_ok_are_checked_regexes():
         parse_catalogue(_ENTRY + "derived = true\nsingle_host_ok = ['a']\n")
     cat = parse_catalogue(_ENTRY + "patterns = ['boom']\nprefilter = ['boom']\nunless = ['^retrying']\n")
     assert cat["x"].search("boom now") and cat["x"].search("retrying after boom") is None
+
+
+# ------------------------------------------------------------------ Ray's exit-time worker notice
+
+def test_the_drivers_warning_notice_of_a_task_worker_naming_no_cause_is_no_error(tmp_path):
+    # old Ray printed it at every exit of a RaySGD run that went on to print success
+    assert errors("b/ray_ray_8000_worker_died_warning_on_exit_success_healthy", tmp_path) == []
+
+
+def test_a_worker_death_with_its_cause_or_as_an_exception_is_still_raised():
+    entry = default_catalogue()["ray_worker_missing"]
+    assert entry.search("(raylet) A worker died or was killed while executing a task by an unexpected system error.")
+    assert entry.search("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.")
+    assert entry.search("2020-04-13 15:35:00,032 WARNING worker.py:1072 -- A worker died or was killed while "
+                        "executing task ffffffffffffffff45b95b1c0100.") is None
