@@ -65,6 +65,12 @@ class Entry:
     # lines that match a pattern but say something else: a notice of an attempt the library retries
     # by itself (its failure is a different line).  Checked only after a pattern matched (cold path)
     unless: tuple[re.Pattern[str], ...] = ()
+    # an error entry matched on a line its logger printed at INFO/DEBUG (or WARNING) level is raised
+    # as a warning (advice, a fact, a notice: the logger itself did not call it an error), unless
+    # these are set: the entry names a failure its source reports at INFO (no KV blocks, a placement
+    # group pending) or at WARNING (Ray's lost GCS or raylet, vLLM's failed import of its own ops)
+    info_lines: bool = False
+    warning_lines: bool = False
 
     def search(self, line: str) -> re.Match[str] | None:
         for rx in self.patterns:
@@ -178,7 +184,7 @@ def _entry(path: str, raw: object) -> Entry:
     unknown = set(raw) - {
         "id", "severity", "title", "explanation", "advice", "patterns", "prefilter", "examples",
         "caused_by", "consequence_of", "benign_after", "priority", "derived", "raised_by", "consequence",
-        "promote_to", "single_host_ok", "unless",
+        "promote_to", "single_host_ok", "unless", "info_lines", "warning_lines",
     }
     if unknown:
         raise _fail(path, fid, f"unknown key(s) {', '.join(sorted(unknown))}")
@@ -211,6 +217,9 @@ def _entry(path: str, raw: object) -> Entry:
     prio = raw.get("priority", 0)
     if not isinstance(prio, int):
         raise _fail(path, fid, "priority must be an integer")
+    for key in ("info_lines", "warning_lines"):
+        if not isinstance(raw.get(key, False), bool):
+            raise _fail(path, fid, f"{key} must be true or false")
     promote_to = raw.get("promote_to", "")
     if not isinstance(promote_to, str):
         raise _fail(path, fid, "promote_to must be a finding id")
@@ -233,6 +242,8 @@ def _entry(path: str, raw: object) -> Entry:
         promote_to=promote_to,
         single_host_ok=local_ok,
         unless=unless,
+        info_lines=raw.get("info_lines", False),
+        warning_lines=raw.get("warning_lines", False),
     )
     for ex in entry.examples:
         if not any(lit in ex for lit in entry.prefilter):

@@ -166,3 +166,43 @@ def test_a_worker_death_with_its_cause_or_as_an_exception_is_still_raised():
     assert entry.search("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.")
     assert entry.search("2020-04-13 15:35:00,032 WARNING worker.py:1072 -- A worker died or was killed while "
                         "executing task ffffffffffffffff45b95b1c0100.") is None
+
+
+# ------------------------------------------------------------------ the level a line was logged at
+
+def _scan(cat, lines: list[str]):
+    from sparktui.diagnosis.classifier import SourceScanner
+
+    sc = SourceScanner("t", catalogue=cat)
+    sc.feed(lines)
+    sc.finish()
+    return [(f.id, f.severity) for f in sc.findings]
+
+
+def test_an_error_entry_on_an_info_or_warning_line_is_a_warning_and_an_error_line_still_counts():
+    cat = parse_catalogue(_ENTRY + "patterns = ['out of memory']\nprefilter = ['out of memory']\n")
+    info = "INFO 08-07 00:12:04 model_runner.py:984] If you are running out of memory, lower it."
+    warn = "2021-01-20 16:57:03,655 WARNING services.py:1628 -- the run went out of memory once"
+    err = "ERROR 08-07 00:12:09 worker.py:12] CUDA out of memory"
+    assert _scan(cat, [info]) == [("x", "warning")]
+    assert _scan(cat, [warn]) == [("x", "warning")]
+    # the quiet sighting does not swallow the error line of the same id that follows it
+    assert _scan(cat, [info, err]) == [("x", "warning"), ("x", "error")]
+    assert _scan(cat, [err]) == [("x", "error")]
+
+
+def test_info_lines_and_warning_lines_keep_a_failure_that_its_source_reports_below_error():
+    cat = parse_catalogue(_ENTRY + "patterns = ['boom']\nprefilter = ['boom']\ninfo_lines = true\n")
+    assert _scan(cat, ["INFO 01-01 00:00:00 a.py:1] boom"]) == [("x", "error")]
+    assert _scan(cat, ["WARNING 01-01 00:00:00 a.py:1] boom"]) == [("x", "warning")]
+    with pytest.raises(CatalogueError, match="true or false"):
+        parse_catalogue(_ENTRY + "patterns = ['a']\nprefilter = ['a']\nwarning_lines = 'yes'\n")
+
+
+def test_failures_their_sources_log_below_error_stay_errors(tmp_path):
+    # Ray's core worker logs the tasks it fails for a dead actor at I; vLLM logs the failed import
+    # of its compiled ops at WARNING; Ray logs a GCS it cannot reach at WARNING while it retries
+    assert errors("b/ray_ray_18586_actor_dead_core_worker_log", tmp_path)[:1] == ["ray_worker_missing"]
+    assert errors("b/ray_ray_44112_skein_worker_ip_no_raylet", tmp_path)[:1] == ["ray_ip_mismatch"]
+    assert errors("a/vllm_vllm_5501_c_abi3_undefined_symbol_warning", tmp_path)[:1] == ["broken_install"]
+    assert errors("b/ray_ray_29412_raylet_terminated_unexpectedly", tmp_path)[:1] == ["ray_worker_missing"]
