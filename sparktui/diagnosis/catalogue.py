@@ -58,11 +58,26 @@ class Entry:
     # end of input: NCCL's return-code trace stands for a failed communicator init, but a traceback
     # naming the failure itself is the better anchor (classifier.SourceScanner._promote)
     promote_to: str = ""
+    # patterns of this entry's that name a choice only wrong across hosts (loopback or a bridge
+    # carries traffic between the processes of one machine): a finding whose line matches one is
+    # reported as info when every NCCL process of the input sits on one host (diagnoser.py)
+    single_host_ok: tuple[re.Pattern[str], ...] = ()
+    # lines that match a pattern but say something else: a notice of an attempt the library retries
+    # by itself (its failure is a different line).  Checked only after a pattern matched (cold path)
+    unless: tuple[re.Pattern[str], ...] = ()
+    # an error entry matched on a line its logger printed at INFO/DEBUG (or WARNING) level is raised
+    # as a warning (advice, a fact, a notice: the logger itself did not call it an error), unless
+    # these are set: the entry names a failure its source reports at INFO (no KV blocks, a placement
+    # group pending) or at WARNING (Ray's lost GCS or raylet, vLLM's failed import of its own ops)
+    info_lines: bool = False
+    warning_lines: bool = False
 
     def search(self, line: str) -> re.Match[str] | None:
         for rx in self.patterns:
             m = rx.search(line)
             if m:
+                if self.unless and any(u.search(line) for u in self.unless):
+                    return None
                 return m
         return None
 
@@ -145,6 +160,16 @@ def _strs(path: str, fid: str, raw: dict, key: str) -> tuple[str, ...]:
     return tuple(val)
 
 
+def _regexes(path: str, fid: str, raw: dict, key: str) -> tuple[re.Pattern[str], ...]:
+    out = []
+    for p in _strs(path, fid, raw, key):
+        try:
+            out.append(re.compile(p))
+        except re.error as exc:
+            raise _fail(path, fid, f"bad regex {p!r}: {exc}") from None
+    return tuple(out)
+
+
 def _entry(path: str, raw: object) -> Entry:
     if not isinstance(raw, dict):
         raise _fail(path, "", "each [[finding]] must be a table")
@@ -159,7 +184,7 @@ def _entry(path: str, raw: object) -> Entry:
     unknown = set(raw) - {
         "id", "severity", "title", "explanation", "advice", "patterns", "prefilter", "examples",
         "caused_by", "consequence_of", "benign_after", "priority", "derived", "raised_by", "consequence",
-        "promote_to",
+        "promote_to", "single_host_ok", "unless", "info_lines", "warning_lines",
     }
     if unknown:
         raise _fail(path, fid, f"unknown key(s) {', '.join(sorted(unknown))}")
@@ -178,6 +203,9 @@ def _entry(path: str, raw: object) -> Entry:
         except re.error as exc:
             raise _fail(path, fid, f"bad regex {p!r}: {exc}") from None
     prefilter = _strs(path, fid, raw, "prefilter")
+    local_ok, unless = _regexes(path, fid, raw, "single_host_ok"), _regexes(path, fid, raw, "unless")
+    if (local_ok or unless) and not pats:
+        raise _fail(path, fid, "single_host_ok and unless need line patterns to qualify")
     if derived and (pats or "prefilter" in raw or "examples" in raw):
         raise _fail(path, fid, f"a finding raised by {raised_by} has no patterns, prefilter or examples")
     if not derived and not pats:
@@ -189,6 +217,9 @@ def _entry(path: str, raw: object) -> Entry:
     prio = raw.get("priority", 0)
     if not isinstance(prio, int):
         raise _fail(path, fid, "priority must be an integer")
+    for key in ("info_lines", "warning_lines"):
+        if not isinstance(raw.get(key, False), bool):
+            raise _fail(path, fid, f"{key} must be true or false")
     promote_to = raw.get("promote_to", "")
     if not isinstance(promote_to, str):
         raise _fail(path, fid, "promote_to must be a finding id")
@@ -209,6 +240,10 @@ def _entry(path: str, raw: object) -> Entry:
         derived=derived,
         raised_by=raised_by,
         promote_to=promote_to,
+        single_host_ok=local_ok,
+        unless=unless,
+        info_lines=raw.get("info_lines", False),
+        warning_lines=raw.get("warning_lines", False),
     )
     for ex in entry.examples:
         if not any(lit in ex for lit in entry.prefilter):

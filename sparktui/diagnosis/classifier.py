@@ -73,6 +73,10 @@ _QUIET = object()  # a line that holds no literal
 _UNKNOWN = object()  # verdict not worked out yet
 _PLACED = object()  # the line holds a latest-only literal: scanned for those each time, never skipped
 _BUSY = object()  # classifying the line can move state
+# the levels a logger prints advice, facts and notices at: an error entry matched on such a line is
+# raised as a warning (catalogue ``info_lines`` / ``warning_lines`` opt out), under its own key
+_LOW_LEVELS = {"INFO": "info_lines", "DEBUG": "info_lines", "WARNING": "warning_lines", "WARN": "warning_lines"}
+_LOW_KEY = "low-level line"
 
 
 def _frame_line(body: str) -> str | None:
@@ -200,6 +204,7 @@ class SourceScanner:
         self.lineno = 0  # lines consumed so far (the next line is lineno + 1)
         self.findings: list[Finding] = []
         self._raised: set[tuple[str, str]] = set()
+        self._low: dict[str, Entry] = {}  # finding id -> its entry as an INFO-level line raises it
         self.milestones = MilestoneTracker(node, source, self.c.rules)
         self.nccl = RankTracker(source, node)  # the first NCCL process of this source
         self.procs: dict[str, RankTracker] = {}  # "host:pid" -> tracker (a Ray head log holds several)
@@ -333,7 +338,8 @@ class SourceScanner:
                     seen[lines[i]] = (hit, verdict)
                 if verdict is not _BUSY and self.milestones.generation == self._lits_gen:
                     entry, effects = verdict if isinstance(verdict, tuple) else (verdict, None)
-                    if (entry is None or (entry.id, "") in raised) and not (effects and ms.changes(effects)):
+                    if (entry is None or (entry.id, _LOW_KEY if entry is self._low.get(entry.id) else "") in raised) \
+                            and not (effects and ms.changes(effects)):
                         if not effects:  # inert for good (what is raised stays raised): quiet from now on
                             seen[lines[i]] = _QUIET
                         continue  # a repeat that would raise nothing new and move nothing
@@ -392,6 +398,8 @@ class SourceScanner:
         if body.startswith(("frame #", "Exception raised from ")):
             return None
         entry = self._match(line, hits)
+        if entry is not None:
+            entry = self._at_level(entry, line)
         if entry is None and ("rror" in body or "Exception" in body or "what():" in body) \
                 and parse_exception(body) is not None:
             return _BUSY
@@ -422,6 +430,24 @@ class SourceScanner:
                 return n - 1
             idx = end  # the line that ended the traceback is classified on its own
 
+    def _at_level(self, entry: Entry, line: str) -> Entry:
+        """The entry as this line raises it: an error entry on a line its logger printed at INFO, DEBUG
+        or WARNING (vLLM's, Python logging's, Ray's, glog's level) is a warning unless the catalogue
+        says that level reports this failure.  Cold path (matches only)."""
+        if entry.severity != "error" or (entry.info_lines and entry.warning_lines):
+            return entry
+        sig = lineprefix.split(line)[0].split("|", 2)  # actor|level|where, or "" (no prefix)
+        opt = _LOW_LEVELS.get(sig[1]) if len(sig) > 1 else None
+        if opt is None or getattr(entry, opt):
+            return entry
+        low = self._low.get(entry.id)
+        if low is None:
+            from dataclasses import replace
+
+            low = self._low[entry.id] = replace(entry, severity="warning",
+                                                title=f"{entry.title} (from a line logged below error level)")
+        return low
+
     def _match(self, line: str, hits: list[str] | None) -> Entry | None:
         if hits is None:
             return self.cat.match(line)
@@ -445,7 +471,9 @@ class SourceScanner:
             return
         entry = self._match(line, hits)
         if entry is not None:
-            self._raise(entry, lineno, [line], out)
+            entry = self._at_level(entry, line)
+            self._raise(entry, lineno, [line], out, key=_LOW_KEY if entry.id in self._low and
+                        entry is self._low[entry.id] else "")
         elif ("rror" in body or "Exception" in body or "what():" in body or "ERROR]" in body or "[E]" in body
               or "panic" in body) and parse_exception(body) is not None:
             # its traceback header may have been cut off; the message may go on for a few lines (up
@@ -633,7 +661,15 @@ class SourceScanner:
 
     # ------------------------------------------------------------------ findings
     def _raise(self, entry: Entry, lineno: int | None, evidence: list[str], out: list, key: str = "") -> None:
-        k = (entry.id, key if entry.id == "unhandled_exception" else "")
+        # a quiet (INFO-level) sighting is kept apart, so a later error line of the same id is raised too
+        sub = key if entry.id == "unhandled_exception" or key == _LOW_KEY else ""
+        if entry.single_host_ok and evidence and any(rx.search(evidence[0]) for rx in entry.single_host_ok):
+            # an interface choice that only one-host jobs excuse (diagnoser.py) is kept apart from
+            # the same id's unconditional lines, so excusing it never hides one of those
+            if (entry.id, "") in self._raised:
+                return
+            sub = "one_host"
+        k = (entry.id, sub)
         if k in self._raised:
             return
         self._raised.add(k)

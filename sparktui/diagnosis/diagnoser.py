@@ -9,6 +9,7 @@ stall detector's alarm (a ``suspected_hang`` FindingRaised fed back to us) runs 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Iterable
 
 from ..model import (
@@ -27,7 +28,7 @@ from ..model import (
 from .catalogue import Catalogue, default_catalogue
 from .classifier import SourceScanner
 from .milestones import Rules
-from .nccl_ranks import Behind, bootstrap_subnets_differ, collective_mismatches, compare_ranks, versions_differ
+from .nccl_ranks import Behind, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host, versions_differ
 from .ranking import rank_findings
 
 
@@ -111,6 +112,7 @@ class Diagnoser:
         out.extend(self._cross_rank())  # first: its findings name the lagging rank
         for sc in self.scanners.values():
             out.extend(sc.finish())
+        self._one_host()
         return _wrap(out)
 
     # ------------------------------------------------------------------ cross-source analysis
@@ -157,6 +159,23 @@ class Diagnoser:
             if f:
                 out.append(f)
         return out
+
+    def _one_host(self) -> None:
+        """catalogue ``single_host_ok``: loopback (or a bridge) chosen for NCCL's sockets is only wrong
+        when a peer is on another machine; when the whole input is one host's job, such a finding
+        stays as info."""
+        host = one_host(self.trackers())
+        if host is None:
+            return
+        ents = self.catalogue.entries
+        for sc in self.scanners.values():
+            for k, f in enumerate(sc.findings):
+                e = ents.get(f.id)
+                if e is None or not e.single_host_ok or f.severity == "info" or not f.evidence:
+                    continue
+                if any(rx.search(f.evidence[0]) for rx in e.single_host_ok):
+                    sc.findings[k] = replace(f, severity="info",
+                                             title=f"{f.title} (all ranks on {host}: fine for one machine)")
 
     def _check_images(self, ev: ContainersSnapshot) -> list[Event]:
         # the snapshot is the node's full set: forget what no longer runs there, record what does

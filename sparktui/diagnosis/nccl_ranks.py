@@ -385,3 +385,19 @@ def bootstrap_subnets_differ(trackers: list[RankTracker]) -> list[str] | None:
     if len(nets) < 2:
         return None
     return [f"rank {t.rank} ({t.source}): bootstrap on {ifn}:{addr}" for t, (ifn, addr) in seen]
+
+
+def one_host(trackers: list[RankTracker]) -> str | None:
+    """The host name when the input shows a single-machine job: every NCCL process sits on one host
+    and none of their communicators has more ranks than those processes (or, with no rank count
+    printed, at least two local processes are there).  A one-process log of a multi-node job shows
+    one host too, so one process alone is not enough without its communicator's size."""
+    seen = [t for t in trackers if t.host]
+    hosts = {t.host for t in seen}
+    if len(hosts) != 1:
+        return None
+    procs = {(t.source, p) for t in seen for p in t.pids}
+    sizes = [c.nranks for t in seen for c in t.comms.values() if c.nranks]
+    if sizes:
+        return next(iter(hosts)) if max(sizes) <= len(procs) else None
+    return next(iter(hosts)) if len(procs) >= 2 else None
