@@ -349,9 +349,11 @@ def test_cancel_during_build_cleans_up(seed):
 
 def test_cancel_during_push_cleans_up(seed):
     big = "big-image"
-    if image_id("spark1", big) is None:  # 400 MB more: the copy takes seconds on this bed, long enough to cancel mid-way
+    # 1.5 GB more (zeros: cheap to make; docker save does not compress): the copy must outlast the
+    # first progress line (dd's, after 1 s) on a fast machine too: 400 MB once finished before it
+    if image_id("spark1", big) is None:
         b = subprocess.run(["docker", "-H", f"unix://{BED_DIR}/nodes/spark1/docker.sock", "build", "-q", "-t", big,
-                            "-"], input="FROM vllm-node\nRUN head -c 400M /dev/urandom > /big.bin\n",
+                            "-"], input="FROM vllm-node\nRUN head -c 1536M /dev/zero > /big.bin\n",
                            capture_output=True, text=True, timeout=300)
         assert b.returncode == 0, b.stderr
     docker("spark2", "rmi", "-f", big)
