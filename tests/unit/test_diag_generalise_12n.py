@@ -119,3 +119,29 @@ def test_a_rank_stuck_where_its_peer_completed_is_a_hang():
     ]
     got = [f for f in diagnose_lines(lines) if f.id == "nccl_init_hang"]
     assert got and got[0].severity == "error"
+
+
+# ------------------------------------------------------------------ a report printed before its cause
+
+def _inspect_then_import_error(gap: int) -> list[str]:
+    # vLLM names the architecture it could not inspect, then the subprocess's own output follows
+    head = ["ERROR 10-23 23:20:26 registry.py:272] Error in inspecting model architecture 'LlamaForCausalLM'"]
+    filler = [f"ERROR 10-23 23:20:26 registry.py:272]   step {i} of the inspecting subprocess" for i in range(gap)]
+    tail = ["ImportError: /usr/local/lib/python3.12/dist-packages/vllm/_C.abi3.so: undefined symbol: "
+            "_ZN3c1013MessageLoggerC1EPKcii"]
+    return head + filler + tail
+
+
+def test_the_import_error_printed_after_the_inspection_failure_is_its_cause():
+    got = [f.id for f in diagnose_lines(_inspect_then_import_error(60)) if f.severity != "info"]
+    assert got[:2] == ["broken_install", "unsupported_architecture"]
+
+
+def test_a_later_unrelated_crash_is_not_the_inspection_failures_cause():
+    got = [f.id for f in diagnose_lines(_inspect_then_import_error(500)) if f.severity != "info"]
+    assert got[:1] == ["unsupported_architecture"]
+
+
+def test_the_held_in_registry_excerpts_keep_the_install_first(tmp_path):
+    for rel in ("a/vllm_vllm_9624_registry_inspect_subprocess_failed", "a/vllm_vllm_9713_windows_registry_inspect"):
+        assert ranked(rel, tmp_path)[:1] == ["broken_install"]
