@@ -71,6 +71,10 @@ class Entry:
     # group pending) or at WARNING (Ray's lost GCS or raylet, vLLM's failed import of its own ops)
     info_lines: bool = False
     warning_lines: bool = False
+    # this report comes before the output that says why (vLLM names the architecture it could not
+    # inspect, then prints the inspecting subprocess's traceback): its caused_by ids printed up to
+    # ranking.CRASH_SPAN lines after it in the same source explain it
+    cause_follows: bool = False
 
     def search(self, line: str) -> re.Match[str] | None:
         for rx in self.patterns:
@@ -184,7 +188,7 @@ def _entry(path: str, raw: object) -> Entry:
     unknown = set(raw) - {
         "id", "severity", "title", "explanation", "advice", "patterns", "prefilter", "examples",
         "caused_by", "consequence_of", "benign_after", "priority", "derived", "raised_by", "consequence",
-        "promote_to", "single_host_ok", "unless", "info_lines", "warning_lines",
+        "promote_to", "single_host_ok", "unless", "info_lines", "warning_lines", "cause_follows",
     }
     if unknown:
         raise _fail(path, fid, f"unknown key(s) {', '.join(sorted(unknown))}")
@@ -217,7 +221,7 @@ def _entry(path: str, raw: object) -> Entry:
     prio = raw.get("priority", 0)
     if not isinstance(prio, int):
         raise _fail(path, fid, "priority must be an integer")
-    for key in ("info_lines", "warning_lines"):
+    for key in ("info_lines", "warning_lines", "cause_follows"):
         if not isinstance(raw.get(key, False), bool):
             raise _fail(path, fid, f"{key} must be true or false")
     promote_to = raw.get("promote_to", "")
@@ -244,6 +248,7 @@ def _entry(path: str, raw: object) -> Entry:
         unless=unless,
         info_lines=raw.get("info_lines", False),
         warning_lines=raw.get("warning_lines", False),
+        cause_follows=raw.get("cause_follows", False),
     )
     for ex in entry.examples:
         if not any(lit in ex for lit in entry.prefilter):

@@ -77,6 +77,9 @@ _BUSY = object()  # classifying the line can move state
 # raised as a warning (catalogue ``info_lines`` / ``warning_lines`` opt out), under its own key
 _LOW_LEVELS = {"INFO": "info_lines", "DEBUG": "info_lines", "WARNING": "warning_lines", "WARN": "warning_lines"}
 _LOW_KEY = "low-level line"
+# an info entry (a fact, e.g. NVML cannot report GB10 memory) matched on the exception a program
+# raised is what that program died of: an error, under its own key
+_EXC_KEY = "raised exception"
 
 
 def _frame_line(body: str) -> str | None:
@@ -205,6 +208,7 @@ class SourceScanner:
         self.findings: list[Finding] = []
         self._raised: set[tuple[str, str]] = set()
         self._low: dict[str, Entry] = {}  # finding id -> its entry as an INFO-level line raises it
+        self._exc: dict[str, Entry] = {}  # info finding id -> its entry as a raised exception raises it
         self.milestones = MilestoneTracker(node, source, self.c.rules)
         self.nccl = RankTracker(source, node)  # the first NCCL process of this source
         self.procs: dict[str, RankTracker] = {}  # "host:pid" -> tracker (a Ray head log holds several)
@@ -338,7 +342,7 @@ class SourceScanner:
                     seen[lines[i]] = (hit, verdict)
                 if verdict is not _BUSY and self.milestones.generation == self._lits_gen:
                     entry, effects = verdict if isinstance(verdict, tuple) else (verdict, None)
-                    if (entry is None or (entry.id, _LOW_KEY if entry is self._low.get(entry.id) else "") in raised) \
+                    if (entry is None or (entry.id, self._key(entry)) in raised) \
                             and not (effects and ms.changes(effects)):
                         if not effects:  # inert for good (what is raised stays raised): quiet from now on
                             seen[lines[i]] = _QUIET
@@ -430,10 +434,28 @@ class SourceScanner:
                 return n - 1
             idx = end  # the line that ended the traceback is classified on its own
 
+    def _key(self, entry: Entry) -> str:
+        """The sub-key a variant of an entry (_at_level) is raised under."""
+        if entry is self._low.get(entry.id):
+            return _LOW_KEY
+        return _EXC_KEY if entry is self._exc.get(entry.id) else ""
+
     def _at_level(self, entry: Entry, line: str) -> Entry:
         """The entry as this line raises it: an error entry on a line its logger printed at INFO, DEBUG
         or WARNING (vLLM's, Python logging's, Ray's, glog's level) is a warning unless the catalogue
-        says that level reports this failure.  Cold path (matches only)."""
+        says that level reports this failure; an info entry on a raised exception is an error.
+        Cold path (matches only)."""
+        if entry.severity == "info":
+            body = lineprefix.split(line)[1]
+            if parse_exception(body) is None:
+                return entry
+            exc = self._exc.get(entry.id)
+            if exc is None:
+                from dataclasses import replace
+
+                exc = self._exc[entry.id] = replace(entry, severity="error",
+                                                    title=f"{entry.title} (the exception a program raised)")
+            return exc
         if entry.severity != "error" or (entry.info_lines and entry.warning_lines):
             return entry
         sig = lineprefix.split(line)[0].split("|", 2)  # actor|level|where, or "" (no prefix)
@@ -472,8 +494,7 @@ class SourceScanner:
         entry = self._match(line, hits)
         if entry is not None:
             entry = self._at_level(entry, line)
-            self._raise(entry, lineno, [line], out, key=_LOW_KEY if entry.id in self._low and
-                        entry is self._low[entry.id] else "")
+            self._raise(entry, lineno, [line], out, key=self._key(entry))
         elif ("rror" in body or "Exception" in body or "what():" in body or "ERROR]" in body or "[E]" in body
               or "panic" in body) and parse_exception(body) is not None:
             # its traceback header may have been cut off; the message may go on for a few lines (up
@@ -662,7 +683,7 @@ class SourceScanner:
     # ------------------------------------------------------------------ findings
     def _raise(self, entry: Entry, lineno: int | None, evidence: list[str], out: list, key: str = "") -> None:
         # a quiet (INFO-level) sighting is kept apart, so a later error line of the same id is raised too
-        sub = key if entry.id == "unhandled_exception" or key == _LOW_KEY else ""
+        sub = key if entry.id == "unhandled_exception" or key in (_LOW_KEY, _EXC_KEY) else ""
         if entry.single_host_ok and evidence and any(rx.search(evidence[0]) for rx in entry.single_host_ok):
             # an interface choice that only one-host jobs excuse (diagnoser.py) is kept apart from
             # the same id's unconditional lines, so excusing it never hides one of those
@@ -729,12 +750,18 @@ class SourceScanner:
         out.extend(self._promote())
         last_error = max((f.line or 0 for f in self.findings if f.severity == "error"), default=0)
         tail = [f"{n}: {t}" for n, t in self.tail]
+        done_ids = {s.comm_id for t in self.trackers for s in t.comms.values() if s.init_complete and s.comm_id}
         for st in (s for t in self.trackers for s in t.open_inits()):
             if (st.init_start or 0) > last_error:
+                # a peer of the same communicator got through init and this rank did not: a hang.
+                # Alone, a log that stops after Init START is also how a hand-cut excerpt ends: a
+                # suspicion (a warning), as end_phases.toml rules for every phase a log ends in
+                stuck = st.comm_id is not None and st.comm_id in done_ids
                 f = self.raise_derived(
                     "nccl_init_hang", st.init_start,
                     [f"Init START comm {st.comm_id or st.comm} rank {st.rank}/{st.nranks} at line {st.init_start}, "
-                     "no Init COMPLETE"] + tail,
+                     "no Init COMPLETE" + ("" if not stuck else "; another rank of it completed")] + tail,
+                    severity=None if stuck else "warning",
                 )
                 if f:
                     out.append(f)

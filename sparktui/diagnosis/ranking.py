@@ -11,7 +11,8 @@ source before it or of another source (another rank or node), and its ``caused_b
 same source in either order (a C++ WARN on stderr and a Python traceback on stdout interleave out
 of order); an error of the same source printed up to ``CRASH_SPAN`` lines after it counts too.
 For any B, a cause printed at most ``INTERLEAVE`` lines after it in the same source counts for the
-same reason.
+same reason; for B marked ``cause_follows`` (a report printed before the traceback that says why),
+one printed up to ``CRASH_SPAN`` lines after it.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def causes(findings: list[Finding], catalogue: Catalogue) -> dict[int, list[int]
                 pass  # an error of its own source (before, or in the same crash's output), or of another rank/node
             elif c.id in entry.caused_by:
                 after = (c.line or 0) - (f.line or 0)
-                interleaved = root and (entry.consequence or after <= INTERLEAVE)
+                interleaved = root and (entry.consequence or after <= INTERLEAVE
+                                        or (entry.cause_follows and after <= CRASH_SPAN))
                 if c.source == f.source and after > 0 and not interleaved:
                     continue  # it came after: a consequence of the same event, not its cause
             elif c.id in entry.consequence_of:
