@@ -21,7 +21,7 @@ import time
 from collections import deque
 from itertools import compress, repeat
 from operator import is_not
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from ..logs.sanitize import clean_line
@@ -446,29 +446,24 @@ class SourceScanner:
         says that level reports this failure; an info entry on a raised exception is an error.
         Cold path (matches only)."""
         if entry.severity == "info":
-            body = lineprefix.split(line)[1]
-            if parse_exception(body) is None:
+            if parse_exception(lineprefix.split(line)[1]) is None:
                 return entry
-            exc = self._exc.get(entry.id)
-            if exc is None:
-                from dataclasses import replace
-
-                exc = self._exc[entry.id] = replace(entry, severity="error",
-                                                    title=f"{entry.title} (the exception a program raised)")
-            return exc
+            return self._variant(self._exc, entry, "error", "the exception a program raised")
         if entry.severity != "error" or (entry.info_lines and entry.warning_lines):
             return entry
         sig = lineprefix.split(line)[0].split("|", 2)  # actor|level|where, or "" (no prefix)
         opt = _LOW_LEVELS.get(sig[1]) if len(sig) > 1 else None
         if opt is None or getattr(entry, opt):
             return entry
-        low = self._low.get(entry.id)
-        if low is None:
-            from dataclasses import replace
+        return self._variant(self._low, entry, "warning", "from a line logged below error level")
 
-            low = self._low[entry.id] = replace(entry, severity="warning",
-                                                title=f"{entry.title} (from a line logged below error level)")
-        return low
+    @staticmethod
+    def _variant(made: dict[str, Entry], entry: Entry, severity: str, why: str) -> Entry:
+        """The entry at another severity, made once per id: _key tells the variants apart by identity."""
+        v = made.get(entry.id)
+        if v is None:
+            v = made[entry.id] = replace(entry, severity=severity, title=f"{entry.title} ({why})")
+        return v
 
     def _match(self, line: str, hits: list[str] | None) -> Entry | None:
         if hits is None:
@@ -717,8 +712,6 @@ class SourceScanner:
         out: list = []
         entry = self.cat[fid]
         if title or severity:
-            from dataclasses import replace
-
             entry = replace(entry, title=title or entry.title, severity=severity or entry.severity)
         self._raise(entry, lineno, evidence, out)
         return out[0] if out else None
