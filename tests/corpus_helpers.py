@@ -33,3 +33,25 @@ def line_of(rel: str, needle: str) -> str:
     """A verbatim line of a held-in excerpt."""
     (path,) = held_in(rel)
     return next(ln for ln in Path(path).read_text(encoding="utf-8").splitlines() if needle in ln)
+
+
+def bare_findings(rel: str, tmp_path: Path) -> list:
+    """`sparktui diagnose`'s findings on a held-in case fed without our header lines (as a user's
+    log comes: a header's words could match a pattern by themselves)."""
+    out = []
+    for p in map(Path, held_in(rel)):
+        lines = p.read_text(encoding="utf-8").splitlines(keepends=True)
+        q = tmp_path / p.name
+        q.write_text("".join(lines[len(read_header(p)):]), encoding="utf-8")
+        out.append(str(q))
+    return analyse(out).findings
+
+
+def diagnose_lines(lines: list[str]) -> list:
+    """The findings of lines fed as one source (a counterpart line, a cut excerpt)."""
+    from sparktui.diagnosis.diagnoser import Diagnoser
+
+    d = Diagnoser()
+    d.feed_lines("t", lines)
+    d.finish()
+    return d.findings

@@ -13,48 +13,24 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.commands.diagnose import analyse
 from sparktui.diagnosis.catalogue import CatalogueError, default_catalogue, parse_catalogue
-from sparktui.diagnosis.diagnoser import Diagnoser
 
-from corpus_helpers import held_in, read_header
-
-
-def bare(rel: str, tmp_path: Path) -> list[str]:
-    """The held-in case's files rewritten without our header lines (as a user's log comes)."""
-    out = []
-    for p in map(Path, held_in(rel)):
-        lines = p.read_text(encoding="utf-8").splitlines(keepends=True)
-        q = tmp_path / p.name
-        q.write_text("".join(lines[len(read_header(p)):]), encoding="utf-8")
-        out.append(str(q))
-    return out
-
-
-def findings(rel: str, tmp_path: Path):
-    return analyse(bare(rel, tmp_path)).findings
+from corpus_helpers import bare_findings, diagnose_lines
 
 
 def errors(rel: str, tmp_path: Path) -> list[str]:
-    return [f.id for f in findings(rel, tmp_path) if f.severity == "error"]
+    return [f.id for f in bare_findings(rel, tmp_path) if f.severity == "error"]
 
 
 def ranked(rel: str, tmp_path: Path) -> list[str]:
-    return [f.id for f in findings(rel, tmp_path) if f.severity != "info"]
-
-
-def diagnose_lines(lines: list[str]) -> list:
-    d = Diagnoser()
-    d.feed_lines("t", lines)
-    d.finish()
-    return d.findings
+    return [f.id for f in bare_findings(rel, tmp_path) if f.severity != "info"]
 
 
 # ------------------------------------------------------------------ loopback on one host
 
 def test_loopback_sockets_of_a_one_host_job_are_no_error(tmp_path):
     # nccl-tests on two local V100s with NCCL_SOCKET_IFNAME=lo: both processes on one host
-    got = findings("b/nccl_nccl_352_mpirun_lo_socket_no_plugin_no_ib_healthy", tmp_path)
+    got = bare_findings("b/nccl_nccl_352_mpirun_lo_socket_no_plugin_no_ib_healthy", tmp_path)
     wni = [f for f in got if f.id == "wrong_network_interface"]
     assert wni and all(f.severity == "info" for f in wni)
     assert "one machine" in wni[0].title

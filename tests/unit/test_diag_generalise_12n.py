@@ -12,38 +12,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sparktui.commands.diagnose import analyse
-from sparktui.diagnosis.diagnoser import Diagnoser
-
-from corpus_helpers import held_in, read_header
-
-
-def findings(rel: str, tmp_path: Path):
-    out = []
-    for p in map(Path, held_in(rel)):
-        lines = p.read_text(encoding="utf-8").splitlines(keepends=True)
-        q = tmp_path / p.name
-        q.write_text("".join(lines[len(read_header(p)):]), encoding="utf-8")
-        out.append(str(q))
-    return analyse(out).findings
+from corpus_helpers import bare_findings, diagnose_lines
 
 
 def ranked(rel: str, tmp_path: Path) -> list[str]:
-    return [f.id for f in findings(rel, tmp_path) if f.severity != "info"]
-
-
-def diagnose_lines(lines: list[str]) -> list:
-    d = Diagnoser()
-    d.feed_lines("t", lines)
-    d.finish()
-    return d.findings
+    return [f.id for f in bare_findings(rel, tmp_path) if f.severity != "info"]
 
 
 # ------------------------------------------------------------------ an info fact a program died of
 
 def test_nvml_memory_query_raised_on_gb10_is_the_error(tmp_path):
     # NeMo RL's weight refit on a DGX Spark: NVML reports no memory, the trainer raises it
-    got = [f for f in findings("a/spark_nemorl_pr2203_nvml_meminfo_refit", tmp_path)
+    got = [f for f in bare_findings("a/spark_nemorl_pr2203_nvml_meminfo_refit", tmp_path)
            if f.id == "gb10_memory_not_supported"]
     assert got and got[0].severity == "error"
     assert ranked("a/spark_nemorl_pr2203_nvml_meminfo_refit", tmp_path)[:1] == ["gb10_memory_not_supported"]
@@ -51,7 +31,7 @@ def test_nvml_memory_query_raised_on_gb10_is_the_error(tmp_path):
 
 def test_nvidia_smi_not_supported_stays_a_fact(tmp_path):
     # the same fact in nvidia-smi's table is how a GB10 always looks: no error
-    got = findings("a/spark_inferencesnaps_143_vram_detection_gb10", tmp_path)
+    got = bare_findings("a/spark_inferencesnaps_143_vram_detection_gb10", tmp_path)
     assert [f.severity for f in got if f.id == "gb10_memory_not_supported"] == ["info"]
     assert not [f for f in got if f.severity == "error"]
 
@@ -103,7 +83,7 @@ def test_ucx_connect_to_a_routable_peer_is_not_an_interface_choice():
 
 def test_an_excerpt_cut_after_init_start_is_a_suspicion(tmp_path):
     # a working 8-GPU run's NCCL init, pasted up to Init START: no error
-    got = findings("b/pytorch_automodel_3032_nccl_228_ib_gin_init", tmp_path)
+    got = bare_findings("b/pytorch_automodel_3032_nccl_228_ib_gin_init", tmp_path)
     assert [f.severity for f in got if f.id == "nccl_init_hang"] == ["warning"]
     assert not [f for f in got if f.severity == "error"]
 
