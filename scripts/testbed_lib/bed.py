@@ -227,11 +227,12 @@ Host *
         log = n.dir / "sshd.log"
         start = log.stat().st_size if log.exists() else 0
         r = subprocess.run([SBIN["sshd"], "-f", str(n.dir / "sshd_config"), "-E", str(log)],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, env=self.daemon_env(n))
         try:
             if r.returncode != 0:
                 raise RuntimeError(f"sshd exited {r.returncode}")
             procs.wait_for(lambda: self.sshd_running(n) and _port_open(n.addr, n.port), 10, f"sshd of {n.name}")
+            procs.record(self.dir, procs.read_pid(n.sshd_pid), f"sshd of {n.name}")
         except RuntimeError as exc:  # say why: sshd wrote it in its log (e.g. "Address already in use")
             raise RuntimeError(f"sshd of {n.name} on {n.addr}:{n.port} did not start: "
                                f"{sshd_cause(log, start, r.stderr) or exc}") from None
@@ -243,14 +244,21 @@ Host *
         log = open(n.dir / "dockerd.log", "ab")
         # live-restore: containers keep running while the daemon is down, as on a node that only
         # dropped off the network; their output is buffered and logged once dockerd is back
-        subprocess.Popen(
+        proc = subprocess.Popen(
             [SBIN["dockerd"], "--data-root", str(n.dir / "docker" / "data"), "--exec-root",
              str(n.dir / "docker" / "exec"), "-H", f"unix://{n.sock}", "--pidfile", str(n.docker_pid),
              "--bridge", "none", "--iptables=false", "--ip6tables=false", "--live-restore",
              "--log-level", "warn"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True)
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
+            env=self.daemon_env(n))
         log.close()
+        procs.record(self.dir, proc.pid, f"dockerd of {n.name}")
         procs.wait_for(lambda: self.docker_ok(n), 30, f"dockerd of {n.name} (see {n.dir}/dockerd.log)")
+
+    def daemon_env(self, n: NodeDirs) -> dict:
+        """The environment of a daemon the bed starts: marked as the bed's, a mark its children
+        (containerd, every shim) inherit, so ``down`` finds them without reading command lines."""
+        return {**os.environ, procs.DAEMON_MARK: f"{n.dir}/"}
 
     def docker(self, n: NodeDirs, *args: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
         return subprocess.run(["docker", "-H", f"unix://{n.sock}", *args], check=check, capture_output=True, **kw)
@@ -268,9 +276,8 @@ Host *
     def stop_sshd(self, n: NodeDirs) -> None:
         procs.kill_tree(procs.read_pid(n.sshd_pid))
         # sessions whose listener already died (reparented to init) carry the node mark
-        for pid in procs.bed_processes(str(n.dir) + "/"):
-            if procs.node_mark(pid) == f"{n.dir}/":
-                procs.kill_tree(pid)
+        for pid in procs.marked(f"{n.dir}/"):
+            procs.kill_tree(pid)
         n.sshd_pid.unlink(missing_ok=True)
 
     def stop_dockerd(self, n: NodeDirs) -> None:

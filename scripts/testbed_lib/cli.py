@@ -73,7 +73,11 @@ def down(bed: Bed) -> int:
 
     with ThreadPoolExecutor(max_workers=8) as pool:  # dockerd takes seconds to stop: do all at once
         list(pool.map(stop, bed.nodes()))
-    killed = procs.kill_bed_processes(bed.prefix)
+    killed = procs.kill_bed_processes(bed.dir)
+    strays = procs.naming(bed.prefix)
+    if strays:  # a user's editor, tmux or sparktui on the bed's files: not ours to end
+        say(f"down: left alone {len(strays)} process(es) the bed did not start: "
+            + "; ".join(f"{pid} ({cmd})" for pid, cmd in strays))
     procs.unmount_all(bed.prefix)
     if not procs.mounts_under(bed.prefix):
         # nodes' image stores hold gigabytes of small files (~15 s to delete for a real-vLLM bed): the
