@@ -35,7 +35,11 @@ FILE_MODE = 0o600
 
 
 def _private_dir(path: Path) -> None:
-    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    # a folder someone else made (e.g. a shared 1777 one) keeps its mode: only ours is tightened
+    try:
+        path.mkdir(mode=DIR_MODE, parents=True)
+    except FileExistsError:
+        return
     os.chmod(path, DIR_MODE)
 
 

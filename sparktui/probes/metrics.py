@@ -103,8 +103,8 @@ def parse(text: str) -> MetricsSnapshot:
                     continue
                 n_vllm += 1
                 value = float(s.value)
-                if math.isnan(value):
-                    continue  # a gauge the server could not compute: treat as absent
+                if not math.isfinite(value) or abs(value) > 1e300:
+                    continue  # NaN/±Inf/absurd: treat as absent so no consumer (widget, events.jsonl) sees it
                 sums[s.name] = sums.get(s.name, 0.0) + value
                 if s.name.endswith("_bucket") and "le" in s.labels:
                     per_le = buckets.setdefault(s.name[: -len("_bucket")], {})

@@ -44,8 +44,9 @@ def _write_lines(path: Path, texts: list[str]) -> None:
 
     # owner-only like the session it sits in; the store's texts are redacted already, the export
     # redacts again because it is where lines leave the app
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o700)
+    if not path.parent.exists():  # never change the mode of a folder we did not create
+        path.parent.mkdir(mode=0o700, parents=True)
+        os.chmod(path.parent, 0o700)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.fchmod(fd, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
