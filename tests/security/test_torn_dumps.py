@@ -17,3 +17,14 @@ def test_huge_sequence_number_is_no_traceback(tmp_path, capsys):
     rc = main(["investigate", "--offline", str(tmp_path)])
     assert rc in (0, 1), capsys.readouterr()
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_one_torn_dump_keeps_the_verdict(tmp_path, capsys):
+    for f in FIX.glob("watchdog.*"):
+        shutil.copy(f, tmp_path / f.name)
+    torn = tmp_path / "watchdog.fr_trace_1"
+    torn.write_bytes(torn.read_bytes()[:300])  # a rank killed mid-write
+    rc = main(["investigate", "--offline", str(tmp_path), "--json"])
+    out = capsys.readouterr()
+    assert rc in (0, 1), out.err
+    assert "watchdog.fr_trace_1" in out.out + out.err and "skipped" in out.out + out.err
