@@ -19,6 +19,7 @@ import shlex
 from dataclasses import dataclass
 
 from ..config import Config, NodeConfig
+from ..logs.redact import MASK, is_secret_key, redact_argv
 from ..probes.cluster import (LABEL, LABEL_EXECUTOR, LABEL_LAUNCH, LABEL_NNODES, LABEL_NODE, LABEL_PLAN, LABEL_RANK,
                               LABEL_ROLE, LABEL_SERVE)
 from .prearm import prearm
@@ -71,8 +72,9 @@ class NodePlan:
             kw["ulimits"] = [docker.types.Ulimit(name=n, soft=s, hard=h) for n, s, h in self.ulimits]
         return kw
 
-    def docker_run_argv(self, *, secret_names: frozenset[str] = frozenset()) -> list[str]:
-        """The same container as a ``docker run`` line, for the confirmation and the record."""
+    def docker_run_argv(self, *, masked: bool = False) -> list[str]:
+        """The same container as a ``docker run`` line, for the confirmation and the record;
+        ``masked`` (display only) hides secrets by the shape of their name or flag (logs/redact.py)."""
         argv = ["docker", "run", "-d", "--name", self.container, "--network", "host"]
         if self.ipc_mode:
             argv += ["--ipc", self.ipc_mode]
@@ -89,8 +91,8 @@ class NodePlan:
         for k, v in self.labels.items():
             argv += ["--label", f"{k}={v}"]
         for k, v in self.env.items():
-            argv += ["-e", f"{k}=***" if k in secret_names else f"{k}={v}"]
-        return argv + [self.image, *self.command]
+            argv += ["-e", f"{k}={MASK}" if masked and is_secret_key(k) else f"{k}={v}"]
+        return argv + [self.image, *(redact_argv(self.command) if masked else self.command)]
 
 
 @dataclass(frozen=True)
@@ -116,14 +118,11 @@ class ClusterPlan:
         lines = []
         for np in self.nodes:
             lines.append(f"# {np.node} ({np.role}, rank {np.rank}, {np.ip})")
-            lines.append(shlex.join(np.docker_run_argv(secret_names=SECRET_ENV)))
+            lines.append(shlex.join(np.docker_run_argv(masked=True)))
         if self.serve_argv:
             lines.append(f"# then, once Ray lists {len(self.nodes)} nodes, in {self.head.container} on {self.head.node}")
-            lines.append(shlex.join(["docker", "exec", "-d", self.head.container, *self.serve_argv]))
+            lines.append(shlex.join(["docker", "exec", "-d", self.head.container, *redact_argv(self.serve_argv)]))
         return "\n".join(lines)
-
-
-SECRET_ENV = frozenset({"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "VLLM_API_KEY"})
 
 
 def node_ip(n: NodeConfig) -> str:

@@ -186,8 +186,11 @@ def _read_node_dir(rd: _Reader, d: SafeDir, prefix: str, node: str, info: dict |
             n.pyspy.append(Sample(t, text, key))
         elif fm := _FR.search(rest):
             blob = rd.blob(d, name)
-            rd.notes += flight_recorder.read(blob, d.join(name)).notes
-            n.fr_traces[f"rank {int(fm.group(1))}"] = blob
+            try:  # one torn dump (a rank killed mid-write) must not cost the others their verdict
+                rd.notes += flight_recorder.read(blob, d.join(name)).notes
+                n.fr_traces[f"rank {int(fm.group(1))}"] = blob
+            except flight_recorder.FlightRecorderError as exc:
+                rd.notes.append(f"{exc}; skipped")
         elif rest.endswith(".log"):
             stem = rest[:-4]
             km = _KEYED.match(stem)

@@ -15,6 +15,12 @@ from .rule_context import RuleContext, Verdict
 # --------------------------------------------------------------------------- R4 / R5
 
 
+def _count(digits: str) -> int | None:
+    """A sequence number read from a log line; None for one no real job reaches (a hostile
+    5000-digit run would hit Python's int-string limit, a ValueError, at 4300 digits)."""
+    return int(digits) if len(digits) <= 18 else None
+
+
 def _log_ops(ctx: RuleContext) -> list[CollOp]:
     out = []
     for r in ctx.ranks:
@@ -154,7 +160,7 @@ def rule_r4(ctx: RuleContext) -> Verdict | None:
         m = r.first("watchdog_timeout")
         if m:
             ctx.note(r, m.line[m.line.find("[Rank"):][:200])
-            op, seq = op or m.groups[2], seq or int(m.groups[1])
+            op, seq = op or m.groups[2], seq or _count(m.groups[1])
             ids.append("nccl_watchdog_timeout") if "nccl_watchdog_timeout" not in ids else None
             conf = max(conf, 0.7)
     if seq is not None:
@@ -163,8 +169,8 @@ def rule_r4(ctx: RuleContext) -> Verdict | None:
                 m = r.first(kind)
                 if not m:
                     continue
-                enq = int(m.groups[1])
-                if enq < seq and r.rank is not None:
+                enq = _count(m.groups[1])
+                if enq is not None and enq < seq and r.rank is not None:
                     ctx.note(r, f"last enqueued work {enq} < {seq}")
                     lagging.setdefault(r.rank, f"last enqueued work {enq}")
                     conf = max(conf, 0.85)
