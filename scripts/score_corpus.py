@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Score `sparktui diagnose` on the corpus of real log excerpts (tests/fixtures/corpus/).
 
-    score_corpus.py [--part in|out|all] [--json] [--misses] [--with-headers] [--corpus DIR]
+    score_corpus.py [--part in|out|all|frozen] [--json] [--misses] [--with-headers] [--corpus DIR]
 
 Each excerpt file starts with header lines (``# source:``, ``# expect:``, ``# cause:``,
 ``# origin:``); ``expect`` names the root-cause finding id first, then other ids that are also
@@ -15,6 +15,11 @@ findings), **top-1** (the first error/warning finding is the expected root cause
 Each excerpt is diagnosed without our header lines, as a user's log would come: a header's words (the
 cause line names the error) can match a catalogue pattern that the log itself does not, which put
 the scores about a point high.  ``--with-headers`` feeds the files whole (the former measure).
+
+``--part frozen`` scores the frozen held-out set (tests/fixtures/corpus-frozen/, see its README): a
+set that rule writers never read.  For it only aggregate and per-cause numbers are printed, plus the
+count of failing cases with no finding at all ("silent failures"); no case names, lines or misses
+(``--misses`` is refused).  Its files carry one more header, ``# thread:``, stripped like the others.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 CORPUS = ROOT / "tests" / "fixtures" / "corpus"
+FROZEN = ROOT / "tests" / "fixtures" / "corpus-frozen"
+HEADER_KEYS = ("source", "expect", "cause", "origin", "thread")
 HELD_OUT_PER_TEN = 4  # 40 % held out
 _RANK = re.compile(r"^(?P<case>.+)\.rank\d+\.log$")
 
@@ -51,6 +58,7 @@ class Case:
     origin: str = ""
     source: str = ""
     part: str = "in"
+    thread: str = ""
     found: list[str] = field(default_factory=list)
 
     @property
@@ -62,14 +70,15 @@ def read_header(path: Path) -> dict[str, str]:
     head: dict[str, str] = {}
     with path.open(encoding="utf-8", errors="replace") as fh:
         for line in fh:
-            m = re.match(r"^# (source|expect|cause|origin): ?(.*)$", line.rstrip("\n"))
+            m = re.match(r"^# (" + "|".join(HEADER_KEYS) + r"): ?(.*)$", line.rstrip("\n"))
             if not m:
                 break
             head[m.group(1)] = m.group(2).strip()
     return head
 
 
-def load_cases(root: Path) -> list[Case]:
+def load_cases(root: Path, part: str | None = None) -> list[Case]:
+    """The cases under ``root``; ``part`` forces every case's part (the frozen set is one part)."""
     groups: dict[str, list[Path]] = defaultdict(list)
     for p in sorted(root.rglob("*.log")):
         m = _RANK.match(p.name)
@@ -82,7 +91,7 @@ def load_cases(root: Path) -> list[Case]:
             raise SystemExit(f"score_corpus: {files[0]}: no '# expect:' header")
         name = str(Path(key).relative_to(root))
         cases.append(Case(name, files, head["expect"].split(), head.get("cause", ""), head.get("origin", ""),
-                          head.get("source", ""), part_of(Path(key).name)))
+                          head.get("source", ""), part or part_of(Path(key).name), head.get("thread", "")))
     return cases
 
 
@@ -119,24 +128,34 @@ def score(cases: list[Case]) -> dict:
         row["any"] += a
         row["top1"] += t
     clean = sum(1 for c in healthy if not any(f.endswith(":error") for f in c.found))
+    silent = sum(1 for c in fail if not any(not f.endswith(":info") for f in c.found))
     return {
         "cases": len(cases), "failures": len(fail), "healthy": len(healthy),
         "any": round(any_ok / len(fail), 3) if fail else None,
         "top1": round(top_ok / len(fail), 3) if fail else None,
         "healthy_clean": f"{clean}/{len(healthy)}",
+        "silent_failures": silent,
         "per_cause": dict(sorted(per.items(), key=lambda kv: (-kv[1]["n"], kv[0]))),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", choices=("in", "out", "all"), default="all")
+    ap.add_argument("--part", choices=("in", "out", "all", "frozen"), default="all",
+                    help="frozen: the frozen held-out set, aggregate and per-cause numbers only")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--misses", action="store_true", help="list the cases that were not named right")
     ap.add_argument("--with-headers", action="store_true", help="diagnose the files whole, our header lines too")
     ap.add_argument("--corpus", type=Path, default=CORPUS)
     args = ap.parse_args(argv)
-    cases = load_cases(args.corpus)
+    if args.part == "frozen" and args.misses:
+        print("score_corpus: --misses is refused for the frozen set: only its aggregate and per-cause numbers are shown",
+              file=sys.stderr)
+        return 2
+    if args.part == "frozen":
+        cases = load_cases(args.corpus if args.corpus != CORPUS else FROZEN, part="frozen")
+    else:
+        cases = load_cases(args.corpus)
     for c in cases:
         c.found = diagnose(c, bare=not args.with_headers)
     parts = ("in", "out") if args.part == "all" else (args.part,)
@@ -145,8 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
     else:
         for p, r in result.items():
-            print(f"held-{p}: {r['cases']} cases ({r['failures']} failures, {r['healthy']} healthy): "
-                  f"any {r['any']}, top-1 {r['top1']}, healthy clean {r['healthy_clean']}")
+            print(f"{p if p == 'frozen' else 'held-' + p}: {r['cases']} cases ({r['failures']} failures, {r['healthy']} healthy): "
+                  f"any {r['any']}, top-1 {r['top1']}, healthy clean {r['healthy_clean']}, "
+                  f"silent failures {r['silent_failures']}")
             for cause, row in r["per_cause"].items():
                 print(f"    {cause:<32} {row['any']:>3}/{row['n']:<3} any   {row['top1']:>3}/{row['n']:<3} top-1")
     if args.misses:

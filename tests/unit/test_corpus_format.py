@@ -44,3 +44,40 @@ def test_split_depends_on_the_name_only_and_holds_out_about_forty_percent():
     out = [c for c in cases if c.part == "out"]
     assert 0.3 < len(out) / len(cases) < 0.5
     assert all(score_corpus.part_of(Path(c.name).name) == c.part for c in cases)
+
+
+FROZEN = ROOT / "tests" / "fixtures" / "corpus-frozen"
+
+
+def _norm(url: str) -> str:
+    url = url.split("#", 1)[0].rstrip("/")
+    return url.replace("/pull/", "/issues/")
+
+
+def test_frozen_set_is_well_formed_and_shares_no_thread_with_the_corpus():
+    # Checks headers only: never diagnoses, never prints a line of an excerpt.
+    known = set(default_catalogue().entries) | {"healthy"}
+    main_sources = {
+        _norm(score_corpus.read_header(f).get("source", ""))
+        for f in CORPUS.rglob("*.log")
+    }
+    files = sorted(FROZEN.glob("*.log"))
+    assert len(files) >= 100
+    threads = set()
+    for f in files:
+        head = score_corpus.read_header(f)
+        for key in ("source", "expect", "cause", "origin", "thread"):
+            assert head.get(key), (f.name, key)
+        assert head["source"].startswith("http"), f.name
+        assert set(head["expect"].split()) <= known, (f.name, set(head["expect"].split()) - known)
+        assert _norm(head["source"]) not in main_sources, f.name
+        body = f.read_text(errors="replace").splitlines()[len(head):]
+        assert any(l.strip() for l in body), f.name
+        threads.add(head["thread"])
+    assert not {_norm(t) for t in threads} & main_sources
+    cases = score_corpus.load_cases(FROZEN, part="frozen")
+    assert sum(c.healthy for c in cases) >= 20
+
+
+def test_frozen_misses_are_refused():
+    assert score_corpus.main(["--part", "frozen", "--misses"]) == 2
