@@ -285,6 +285,10 @@ def _bundle(rd: _Reader, top: SafeDir, entries: dict[str, str]) -> Evidence:
 def _capture(rd: _Reader, d: SafeDir, prefix: str) -> Evidence:
     before = len(rd.notes)
     node = _read_node_dir(rd, d, prefix, "local")
+    if not (node.logs or node.pyspy or node.ras or node.gpu or node.threads or node.fr_traces):
+        # every file was skipped: "nothing running" would be a verdict on evidence we never read
+        why = "; ".join(rd.notes[before:]) or f"{d.join(prefix)}.*: nothing readable"
+        raise BundleError(f"no readable evidence: {why}")
     # a capture folder has no node.json: ranks come from the files themselves
     ranks = sorted({int(k.split()[1]) for k in list(node.logs) + [s.key for s in node.pyspy] if k.startswith("rank ")})
     node.workers = [Worker(pid=0, rank=r, alive=None) for r in ranks]
