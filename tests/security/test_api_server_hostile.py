@@ -147,7 +147,7 @@ async def test_every_other_way_to_send_too_much_is_refused():
     # a compressed body was not asked for: its size would not bound what it inflates to
     import gzip
 
-    body = gzip.compress(b'{"choices": [{"message": {"content": "' + b"a" * (8 * MIB) + b'"}}]}')
+    body = gzip.compress(b'{"choices": [{"message": {"content": "' + b"a" * (2 * MIB) + b'"}}]}')
     with serve(post=raw(body, headers={"Content-Encoding": "gzip"})) as url:
         with pytest.raises(ServingError) as e:
             await chat(url, "m", "hi", stream=False, timeout=10)
@@ -157,17 +157,17 @@ async def test_every_other_way_to_send_too_much_is_refused():
 # ------------------------------------------------------------------ item 6: one deadline
 
 PING = drip([chunk("a")], b": ping\n\n", 0.2)
-DRIP = drip([chunk("a")], chunk("b"), 0.5)
+DRIP = drip([chunk("a")], chunk("b"), 0.3)  # each wait for bytes is short: only a whole-request deadline ends it
 
 
 @pytest.mark.parametrize("post", [DRIP, PING], ids=["drip", "ping"])
 def test_prompt_timeout_bounds_the_whole_request(post, cfg, capsys, monkeypatch):
     with serve(post=post) as url:
         t0 = time.monotonic()
-        rc, out, err = _cli(capsys, monkeypatch, url, "prompt", "hi", "--config", cfg, "--timeout", "1.5")
+        rc, out, err = _cli(capsys, monkeypatch, url, "prompt", "hi", "--config", cfg, "--timeout", "1")
         took = time.monotonic() - t0
     assert rc == 1 and "timeout" in err and err.count("\n") == 1, err
-    assert took < 5, took
+    assert took < 4, took
 
 
 def test_load_test_duration_ends_the_run(cfg, capsys, monkeypatch):
