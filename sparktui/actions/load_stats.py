@@ -6,7 +6,7 @@ side by side with a ``vllm bench serve`` run:
 - TTFT: request sent -> first token chunk; ITL: the gaps between consecutive token chunks, pooled
   over all requests; E2EL: request sent -> last chunk of the answer;
 - TPOT per request = (E2EL - TTFT) / (output_tokens - 1), only for requests with > 1 output token;
-- output tokens from the server's ``usage``; without it, the number of token chunks (vLLM falls back
+- output tokens from the server's ``usage`` (when it is a plain count); without it, the number of token chunks (vLLM falls back
   to its tokenizer, or 1);
 - mean, median, std (population, numpy's default), percentiles with numpy's default linear
   interpolation; an empty list reads as 0, as ``np.percentile(ttfts or 0, p)`` does;
@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
+
+from ..probes.api_guard import token_count
 
 PERCENTILES = (50.0, 90.0, 99.0)
 METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -65,7 +67,8 @@ def _std(values: Sequence[float]) -> float:
 
 
 def output_len(r: RequestRecord) -> int:
-    return r.output_tokens if r.output_tokens else max(r.chunks, 1)
+    # a server's count only when it is one (10**400 or NaN would overflow or poison every sum)
+    return token_count(r.output_tokens) or max(r.chunks, 1)
 
 
 def summarize(records: Iterable[RequestRecord], duration: float, *, max_concurrency: int | None = None,
@@ -79,7 +82,7 @@ def summarize(records: Iterable[RequestRecord], duration: float, *, max_concurre
     for r in ok:
         n = output_len(r)
         total_out += n
-        total_in += r.prompt_tokens
+        total_in += token_count(r.prompt_tokens) or 0
         ttft = r.ttft or 0.0
         lat = r.latency or 0.0
         if n > 1:

@@ -3,13 +3,17 @@
 - Concurrency: a fixed pool of N worker tasks; each takes the next request number from a shared
   counter (the queue) until M were taken, the deadline passed, or ``stop()`` was called.  So at most
   N requests are ever in flight, and exactly N while work remains.
-- Deadline (``duration``): no request starts after it; the ones in flight FINISH (each is bounded by
-  the per-request timeout), so every started request is measured and the throughputs are not
-  biased by half-answered requests.  ``duration`` in the summary runs to the last answer.
+- Deadline (``duration``): no request starts after it; the ones in flight FINISH, so every started
+  request is measured and the throughputs are not biased by half-answered requests -- but only
+  within ``drain`` seconds (a fifth of the duration, 2 s at least, the per-request timeout at most):
+  a server that drips or only pings would otherwise keep the run alive; the ones still in flight
+  then are cancelled and counted as ``cancelled``.  ``duration`` in the summary runs to the last
+  answer.
 - ``stop()`` (Esc in the TUI, Ctrl+C in the CLI) cancels the requests in flight; they are left out
   of the records (``cancelled`` says how many) and what finished is still summarised.
 - Each request: ``openai.AsyncOpenAI`` (max_retries=0: a retry would hide errors and skew latency,
-  a per-request timeout with a short connect timeout), ``stream=True`` with
+  ``timeout`` bounds the whole request, with a short connect timeout; its HTTP client bounds every
+  body and SSE line, ``probes.api_guard``), ``stream=True`` with
   ``stream_options.include_usage`` for the token counts.  A token chunk is one whose delta has
   content or reasoning (``reasoning`` since vLLM 0.17 / ``reasoning_content`` before; the openai
   delta object would carry both in ``model_extra``; the chunks are read as raw SSE JSON here, see
@@ -21,7 +25,8 @@
   bench does, so every answer has that length.
 - Progress goes to ``on_progress(LoadProgress)`` after each request and every ``TICK`` s.
 - Errors by kind: ``http_<status>``, ``timeout``, ``connection``, ``api`` (an error inside the
-  stream), ``no_token`` (answered without a single token).  Messages never carry the API key.
+  stream), ``no_token`` (answered without a single token), ``too_large`` (a body or SSE line past
+  1 MiB).  Messages are one safe line (``api_guard.server_line``) and never carry the API key.
 
 ``LoadTestAction`` wraps it for the registry and the faces: it resolves the cluster's API
 (``serving_target.resolve``) and runs.  No Textual here.
@@ -37,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..probes.api_guard import ServingError, http_client, server_line, token_count, unwrap
 from .base import Action, ActionContext, ActionResult
 from .load_stats import RequestRecord, summarize
 
@@ -124,13 +130,17 @@ def classify(exc: BaseException, secret: str | None = None) -> tuple[str, str]:
     """(kind, one-line message) of a failed request."""
     import openai
 
-    if isinstance(exc, (openai.APITimeoutError, asyncio.TimeoutError, TimeoutError)):
+    exc = unwrap(exc) or exc  # a bounded read the client's send wrapped
+    if isinstance(exc, ServingError):
+        kind = exc.kind
+    elif isinstance(exc, (openai.APITimeoutError, asyncio.TimeoutError, TimeoutError)):
         kind = "timeout"
     elif isinstance(exc, openai.APIConnectionError):
         kind = "connection"
     elif isinstance(exc, openai.APIStatusError):
         kind = f"http_{exc.status_code}"
-    elif isinstance(exc, (openai.APIError, StreamError, ValueError)):
+    elif isinstance(exc, (openai.APIError, StreamError, ValueError, TypeError, AttributeError, KeyError,
+                          IndexError, RecursionError)):
         kind = "api"  # an error event or a garbled chunk inside the stream
     else:
         kind = type(exc).__name__
@@ -138,10 +148,9 @@ def classify(exc: BaseException, secret: str | None = None) -> tuple[str, str]:
     cause = exc.__cause__ or exc.__context__
     if kind == "connection" and cause is not None and str(cause).strip():
         text = f"{text.rstrip('.')}: {str(cause).strip()}"  # "Connection error." alone says nothing
-    line = (text.splitlines() or [type(exc).__name__])[0][:240]
-    if secret:
-        line = line.replace(secret, "***")
-    return kind, line
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) and not text:
+        text = "no complete answer within the request timeout"
+    return kind, server_line((text.splitlines() or [type(exc).__name__])[0][:240], secret)
 
 
 class StreamError(Exception):
@@ -197,40 +206,11 @@ class LoadRunner:
 
 
     async def _one(self, client: Any, i: int) -> RequestRecord:
-        kw = self._request(i)
         t = self.clock()
         rec = RequestRecord(index=i, start=t - self._t0)
-        last = t
         try:
-            # the raw SSE lines through the openai client (auth, timeouts, status errors are its own):
-            # one json.loads a chunk instead of a pydantic model keeps the client's CPU off the
-            # server's cores when both share a machine
-            async with client.chat.completions.with_streaming_response.create(**kw) as resp:
-                async for line in resp.iter_lines():
-                    if not line.startswith("data:"):
-                        continue  # blank separators, SSE comments (pings)
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        continue  # read to the end: a response left unread costs its connection
-                    now = self.clock()
-                    chunk = json.loads(data)
-                    if chunk.get("error"):
-                        raise StreamError(_error_text(chunk["error"]))
-                    usage = chunk.get("usage")
-                    if usage:
-                        rec.prompt_tokens = usage.get("prompt_tokens") or 0
-                        rec.output_tokens = usage.get("completion_tokens")
-                    choices = chunk.get("choices")
-                    if not choices:
-                        continue
-                    delta = choices[0].get("delta") or {}
-                    if delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content"):
-                        if rec.ttft is None:
-                            rec.ttft = now - t
-                        else:
-                            rec.itl.append(now - last)
-                        rec.chunks += 1
-                    last = now  # as vllm bench: the answer ends with its last choices chunk, not the usage one
+            async with asyncio.timeout(self.spec.timeout):  # the whole request: a drip or pings never end it
+                last = await self._read(client, self._request(i), rec, t)
             rec.latency = last - t
             if rec.ttft is None:
                 rec.error_kind, rec.error = "no_token", "the stream ended without a single token"
@@ -242,6 +222,40 @@ class LoadRunner:
             rec.error_kind, rec.error = classify(exc, self._key)
             rec.latency = self.clock() - t
         return rec
+
+    async def _read(self, client: Any, kw: dict, rec: RequestRecord, t: float) -> float:
+        """Read one streamed answer into ``rec``; the time of its last choices chunk."""
+        last = t
+        # the raw SSE lines through the openai client (auth, timeouts, status errors are its own):
+        # one json.loads a chunk instead of a pydantic model keeps the client's CPU off the
+        # server's cores when both share a machine
+        async with client.chat.completions.with_streaming_response.create(**kw) as resp:
+            async for line in resp.iter_lines():
+                if not line.startswith("data:"):
+                    continue  # blank separators, SSE comments (pings)
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    continue  # read to the end: a response left unread costs its connection
+                now = self.clock()
+                chunk = json.loads(data)
+                if chunk.get("error"):
+                    raise StreamError(_error_text(chunk["error"]))
+                usage = chunk.get("usage")
+                if usage:  # only plain counts: a string, NaN or 10**400 is no count
+                    rec.prompt_tokens = token_count(usage.get("prompt_tokens")) or 0
+                    rec.output_tokens = token_count(usage.get("completion_tokens"))
+                choices = chunk.get("choices")
+                if not choices:
+                    continue
+                delta = choices[0].get("delta") or {}
+                if delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content"):
+                    if rec.ttft is None:
+                        rec.ttft = now - t
+                    else:
+                        rec.itl.append(now - last)
+                    rec.chunks += 1
+                last = now  # as vllm bench: the answer ends with its last choices chunk, not the usage one
+        return last
 
     # ------------------------------------------------------------------ the pool
     def _take(self) -> int | None:
@@ -297,14 +311,24 @@ class LoadRunner:
         import openai
 
         s = self.spec
+        timeout = openai.Timeout(s.timeout, connect=min(CONNECT_TIMEOUT, s.timeout))
         client = openai.AsyncOpenAI(base_url=self.base_url + "/v1", api_key=self._key or "EMPTY", max_retries=0,
-                                    timeout=openai.Timeout(s.timeout, connect=min(CONNECT_TIMEOUT, s.timeout)))
+                                    timeout=timeout, http_client=http_client(timeout=timeout))
         self._t0 = self.clock()
         self._deadline = self._t0 + s.duration if s.duration else None
         ticker = asyncio.create_task(self._ticker())
         self._tasks = [asyncio.create_task(self._worker(client)) for _ in range(s.concurrency)]
+        pool = asyncio.gather(*self._tasks, return_exceptions=True)
         try:
-            results = await asyncio.gather(*self._tasks, return_exceptions=True)
+            try:
+                # the run ends by its duration: the in-flight tail gets ``drain`` seconds to finish
+                end = None if s.duration is None else s.duration + min(s.timeout, max(2.0, s.duration / 5))
+                results = await asyncio.wait_for(asyncio.shield(pool), end)
+            except TimeoutError:
+                self._cancelled = self._in_flight
+                for t in self._tasks:
+                    t.cancel()
+                results = await pool
             for r in results:
                 if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
                     raise r

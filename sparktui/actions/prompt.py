@@ -7,6 +7,7 @@ operator sends are kept per cluster so the next incident starts from them.  No T
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import tomllib
@@ -17,7 +18,7 @@ from typing import Mapping
 from ..config import Config
 from ..model import FAIL
 from ..nodes.base import Node
-from ..probes.serving import ChatAnswer, OnDelta, ServingError, chat
+from ..probes.serving import ChatAnswer, OnDelta, ServingError, chat, deadline_error
 from .base import Action, ActionContext, ActionResult
 from .serving_target import Target, resolve
 
@@ -84,10 +85,15 @@ async def send(config: Config, nodes: Mapping[str, Node], text: str, *, thinking
                max_tokens: int | None = None, stream: bool = True, timeout: float = 120.0,
                tools: list[dict] | None = None, on_delta: OnDelta | None = None,
                target: Target | None = None) -> tuple[Target, ChatAnswer]:
-    """Resolve the cluster's API (unless ``target`` is given) and send one prompt."""
-    target = target or await resolve(config, nodes, timeout=min(timeout, 15.0))
-    answer = await chat(target.base_url, target.model, text, api_key=target.api_key, max_tokens=max_tokens,
-                        thinking=thinking, stream=stream, timeout=timeout, tools=tools, on_delta=on_delta)
+    """Resolve the cluster's API (unless ``target`` is given) and send one prompt, all within
+    ``timeout`` seconds (the server's strings come back cleaned and without the key: ``chat``)."""
+    try:
+        async with asyncio.timeout(timeout):
+            target = target or await resolve(config, nodes, timeout=min(timeout, 15.0))
+            answer = await chat(target.base_url, target.model, text, api_key=target.api_key, max_tokens=max_tokens,
+                                thinking=thinking, stream=stream, timeout=timeout, tools=tools, on_delta=on_delta)
+    except TimeoutError:
+        raise deadline_error(timeout, stream) from None
     return target, answer
 
 

@@ -23,9 +23,9 @@ BAR = 30
 class _Bar:
     """``[#####.....] 12/32  2 failed  3.4 s`` rewritten in place on stderr (a terminal only)."""
 
-    def __init__(self, stream=sys.stderr) -> None:
-        self.stream = stream
-        self.on = stream.isatty()
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stderr  # the stderr of now, not of import time
+        self.on = self.stream.isatty()
         self._last = ""
 
     def __call__(self, p) -> None:
