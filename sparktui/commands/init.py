@@ -13,7 +13,6 @@ Exit codes: 0 written, 1 a node could not be probed (unreachable, no Docker) or 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import posixpath
 import re
@@ -22,6 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import tomlwrite
 from ..config import ConfigError, NodeConfig, default_config_path, load_config
 from ..logs.sanitize import safe
 
@@ -166,12 +166,16 @@ def node_name(alias: str) -> str:
 
 
 # ------------------------------------------------------------------ the file
-def _q(s: str) -> str:
-    return json.dumps(s)  # a TOML basic string (JSON escapes are valid TOML escapes)
+# Everything below that came from a node or the ssh config is written through tomlwrite: a value as
+# a TOML string, a note as a one-line comment, so no probed text can start a key of its own.
+def _usable(text: str) -> bool:
+    """A probed value fit to become a setting: a newline or control character in an image tag or a
+    path is refused (left out), never written as the setting."""
+    return bool(text) and text.isprintable()
 
 
 def _common_model(invs) -> str | None:
-    sets = [{m.path for m in inv.models} for inv in invs]
+    sets = [{m.path for m in inv.models if _usable(m.path)} for inv in invs]
     common = set.intersection(*sets) if sets else set()
     for m in invs[0].models:  # first node's order: ~/models before a hash-named snapshot
         if m.path in common:
@@ -185,7 +189,7 @@ def _model_name(path: str) -> str:
 
 
 def _pick_image(invs) -> str | None:
-    common = set.intersection(*[set(inv.images) for inv in invs]) if invs else set()
+    common = set.intersection(*[{t for t in inv.images if _usable(t)} for inv in invs]) if invs else set()
     vllm = sorted(t for t in common if "vllm" in t.lower())
     return (vllm or sorted(common) or [None])[0]
 
@@ -194,72 +198,73 @@ def render(hosts: list[SshHost], invs: list, ssh_config: Path) -> str:
     head = invs[0]
     image = _pick_image(invs)
     model = _common_model(invs)
+    c, kv = tomlwrite.comment, tomlwrite.pair
     out = [
-        "# sparktui cluster config, written by `sparktui init` from " + str(ssh_config) + ".",
-        "# Nodes are named by their ssh config alias: user, port, key, ProxyJump and known_hosts come from there.",
-        "# Every key is explained in cluster.example.toml; `sparktui status` checks the nodes answer,",
-        "# `sparktui doctor` checks the rest.",
+        c(f"sparktui cluster config, written by `sparktui init` from {ssh_config}."),
+        c("Nodes are named by their ssh config alias: user, port, key, ProxyJump and known_hosts come from there."),
+        c("Every key is explained in cluster.example.toml; `sparktui status` checks the nodes answer,"),
+        c("`sparktui doctor` checks the rest."),
         "",
         "[cluster]",
-        'name = "vllm_node"                     # the container name on every node',
+        kv("name", "vllm_node", "the container name on every node"),
     ]
     if image:
-        out.append(f"image = {_q(image)}" + "   # present on every node")
+        out.append(kv("image", image, "present on every node"))
     else:
-        out.append('image = "vllm-node"                    # not on the nodes yet: build-image, or docker pull + push-image')
+        out.append(kv("image", "vllm-node", "not on the nodes yet: build-image, or docker pull + push-image"))
     seen = sorted({t for inv in invs for t in inv.images})
     if seen:
-        out.append("# images found: " + ", ".join(seen[:12]) + (" ..." if len(seen) > 12 else ""))
+        out.append(c("images found: " + ", ".join(seen[:12]) + (" ..." if len(seen) > 12 else "")))
     if model:
-        name = _model_name(model)
-        mount = f"/models/{name}"
-        out += [f"model_path = {_q(model)}   # on every node's disk",
-                f"model_mount = {_q(mount)}   # inside the container",
-                f"served_model = {_q(mount)}"]
+        mount = f"/models/{_model_name(model)}"
+        out += [kv("model_path", model, "on every node's disk"),
+                kv("model_mount", mount, "inside the container"),
+                kv("served_model", mount)]
         if "/snapshots/" in model:
-            out.append("# an HF cache snapshot: its files link into ../../blobs; mount the whole models--… folder"
-                       " or use a plain copy (hf download --local-dir) if the container cannot follow them")
+            out.append(c("an HF cache snapshot: its files link into ../../blobs; mount the whole models--… folder"
+                         " or use a plain copy (hf download --local-dir) if the container cannot follow them"))
     else:
-        out.append('# model_path = "/home/me/models/MyModel"   # no model directory found on every node')
+        out.append(c('model_path = "/home/me/models/MyModel"   # no model directory found on every node'))
     found = sorted({m.path for inv in invs for m in inv.models})
     for p in found[:12]:
         arches = next((",".join(m.architectures) for inv in invs for m in inv.models if m.path == p and m.architectures), "")
         on = [inv.name for inv in invs if any(m.path == p for m in inv.models)]
-        out.append(f"#   model found: {p}" + (f" ({arches})" if arches else "") + f" on {', '.join(on)}")
-    out += [f"tensor_parallel = {len(invs)}                   # one GPU per node",
-            "serve_port = 8000",
+        out.append(c(f"  model found: {p}" + (f" ({arches})" if arches else "") + f" on {', '.join(on)}"))
+    out += [kv("tensor_parallel", len(invs), "one GPU per node"),
+            kv("serve_port", 8000),
             "gpu_memory_utilization = 0.90",
-            'executor = "ray"                       # or "mp": vLLM\'s own multi-node executor, no Ray',
+            kv("executor", "ray", "or \"mp\": vLLM's own multi-node executor, no Ray"),
             ""]
     for i, (h, inv) in enumerate(zip(hosts, invs)):
         out += ["[[node]]",
-                f"name = {_q(inv.name)}",
-                f'role = "{"head" if i == 0 else "worker"}"',
-                f"host = {_q(h.alias)}" + f"   # ssh config: {h.where()}" + (f", key {h.identity}" if h.identity else ""),
-                f"# seen: hostname {inv.hostname or '?'}, {inv.arch or '?'}"
-                + (f", Docker {inv.docker_version}" if inv.docker_version else "")]
-        if inv.docker_socket:
-            out.append(f"docker_socket = {_q(inv.docker_socket)}")
-        if inv.fabric is not None and inv.fabric_ip:
-            out.append(f"fabric_ip = {_q(inv.fabric_ip)}   # VLLM_HOST_IP, Ray, NCCL bootstrap")
-            out.append(f"fabric_if = {_q(inv.fabric.name)}   # MTU {inv.fabric.mtu or '?'}")
+                kv("name", inv.name),
+                kv("role", "head" if i == 0 else "worker"),
+                kv("host", h.alias, f"ssh config: {h.where()}" + (f", key {h.identity}" if h.identity else "")),
+                c(f"seen: hostname {inv.hostname or '?'}, {inv.arch or '?'}"
+                  + (f", Docker {inv.docker_version}" if inv.docker_version else ""))]
+        if inv.docker_socket and _usable(inv.docker_socket):
+            out.append(kv("docker_socket", inv.docker_socket))
+        if inv.fabric is not None and inv.fabric_ip and _usable(inv.fabric.name):
+            out.append(kv("fabric_ip", inv.fabric_ip, "VLLM_HOST_IP, Ray, NCCL bootstrap"))
+            out.append(kv("fabric_if", inv.fabric.name, f"MTU {inv.fabric.mtu or '?'}"))
             hcas = [d.name for d in inv.rdma if d.up and d.netdev == inv.fabric.name] or \
                    [d.name for d in inv.rdma if d.up]
+            hcas = [x for x in hcas if _usable(x)]
             if hcas:
-                out.append("ib_hcas = [" + ", ".join(_q(x) for x in hcas) + "]")
+                out.append(kv("ib_hcas", hcas))
         else:
-            out.append("# no RDMA-backed interface with an IPv4 address was found (ibdev2netdev); set the fabric by hand:")
-            out.append('# fabric_ip = "192.168.200.12"')
-            out.append('# fabric_if = "enp1s0f1np1"')
+            out.append(c("no RDMA-backed interface with an IPv4 address was found (ibdev2netdev); set the fabric by hand:"))
+            out.append(c('fabric_ip = "192.168.200.12"'))
+            out.append(c('fabric_if = "enp1s0f1np1"'))
         for ln in inv.links:
             if ln.name == "lo" or not ln.addresses:
                 continue
             rd = f", RDMA {ln.rdma_device}" if ln.rdma_device else ""
-            out.append(f"#   interface {ln.name}: {' '.join(ln.addresses)}, MTU {ln.mtu}, {ln.state}{rd}")
+            out.append(c(f"  interface {ln.name}: {' '.join(map(str, ln.addresses))}, MTU {ln.mtu}, {ln.state}{rd}"))
         for d in inv.rdma:
-            out.append(f"#   RDMA {d.name} ==> {d.netdev} ({'Up' if d.up else 'Down'})")
+            out.append(c(f"  RDMA {d.name} ==> {d.netdev} ({'Up' if d.up else 'Down'})"))
         if len(invs) > 1 and inv is not head and inv.fabric and head.fabric and inv.fabric.mtu != head.fabric.mtu:
-            out.append(f"# warning: MTU {inv.fabric.mtu} here, {head.fabric.mtu} on {head.name}: NCCL needs them equal")
+            out.append(c(f"warning: MTU {inv.fabric.mtu} here, {head.fabric.mtu} on {head.name}: NCCL needs them equal"))
         out.append("")
     return "\n".join(out)
 

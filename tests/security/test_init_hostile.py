@@ -1,0 +1,157 @@
+"""`sparktui init` writes a stranger's text into cluster.toml (issue 30 item 1 and the init items of
+the Low list).
+
+A node's model config.json, its hostname, interface and image names, and the aliases of the user's
+own ssh config all end up in the written file.  None of it may become a key: every value goes
+through a TOML writer and every note through a one-line comment, and ``tomllib`` reads back exactly
+the values written.  The probes run for real on this machine through the local backend, with the
+hostile model directories on disk, as `init` probes a node over SSH.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sparktui import tomlwrite
+from sparktui.commands import init as init_cmd
+from sparktui.config import NodeConfig, load_config
+from sparktui.model import LinkInfo
+from sparktui.nodes.local import LocalNode
+from sparktui.probes.inventory import FoundModel, Inventory, RdmaDevice, probe_inventory
+
+ROOT = Path(__file__).resolve().parents[2]
+
+INJECT = 'X\napi_base = "http://ATTACKER"\n#'
+INJECT_ARGS = '"]\nserve_args = ["--api-key", "stolen"]\n['
+OSC52 = "\x1b]52;c;cHduZWQ=\x07"
+# anything a terminal acts on (C0 but TAB and LF, DEL, C1)
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+CLUSTER_KEYS = {"name", "image", "model_path", "model_mount", "served_model", "tensor_parallel", "serve_port",
+                "gpu_memory_utilization", "executor"}
+NODE_KEYS = {"name", "role", "host", "docker_socket", "fabric_ip", "fabric_if", "ib_hcas"}
+
+
+def _assert_inert(text: str) -> dict:
+    """The written text parses, holds only init's own keys, and no control character is raw in it."""
+    data = tomllib.loads(text)
+    assert set(data) == {"cluster", "node"}
+    assert set(data["cluster"]) <= CLUSTER_KEYS, set(data["cluster"]) - CLUSTER_KEYS
+    for node in data["node"]:
+        assert set(node) <= NODE_KEYS, set(node) - NODE_KEYS
+    assert "ATTACKER" not in json.dumps(data) and "stolen" not in json.dumps(data)
+    assert not CONTROL.findall(text), f"raw control characters in the file: {CONTROL.findall(text)!r}"
+    return data
+
+
+def _probe_here(home: Path) -> Inventory:
+    async def go():
+        node = LocalNode(NodeConfig(name="spark1", backend="local"))
+        try:
+            return await probe_inventory(node)
+        finally:
+            await node.close()
+
+    return asyncio.run(go())
+
+
+def test_the_issue_case_writes_no_api_base(tmp_path, monkeypatch):
+    """Exactly as filed: a plain model directory whose config.json names an `api_base` line."""
+    d = tmp_path / "home" / "models" / "Qwen3-0.6B"
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(json.dumps({"architectures": [INJECT]}))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "no-hub"))
+    text = init_cmd.render([init_cmd.SshHost("spark1")], [_probe_here(tmp_path / "home")], Path("/x/config"))
+    data = _assert_inert(text)
+    assert data["cluster"]["model_path"] == str(d)
+
+
+def test_a_hostile_model_config_json_writes_no_key(tmp_path, monkeypatch):
+    """The issue's case, probed for real: architectures holding a newline and `api_base = ...`."""
+    home = tmp_path / "home"
+    good = home / "models" / 'Qwen "3" \\ 😀'  # printable but quote, backslash and a non-BMP char
+    evil = home / "models" / f"evil{OSC52}"  # a control character: never a setting
+    for d, arches in ((good, [INJECT, INJECT_ARGS]), (evil, [f"A{OSC52}"])):
+        d.mkdir(parents=True)
+        (d / "config.json").write_text(json.dumps({"architectures": arches, "model_type": INJECT}))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "no-hub"))
+    inv = _probe_here(home)
+    assert {m.path for m in inv.models} >= {str(good), str(evil)}
+    text = init_cmd.render([init_cmd.SshHost("spark1")], [inv], Path("/x/config"))
+    data = _assert_inert(text)
+    assert data["cluster"]["model_path"] == str(good)  # read back exactly, quote and backslash included
+    assert data["cluster"]["model_mount"] == data["cluster"]["served_model"] == f"/models/{good.name}"
+    # the hostile text is still there for the user to see, as a comment that stays one line
+    assert any(ln.startswith("#") and "api_base" in ln for ln in text.splitlines())
+    dest = tmp_path / "cluster.toml"
+    init_cmd.write_validated(text, dest)
+    cfg = load_config(dest)
+    assert cfg.cluster.api_base is None and cfg.cluster.serve_args == ()
+
+
+def test_every_probed_field_is_inert(tmp_path):
+    """Hostname, arch, Docker version, images, interface and RDMA names, ssh config fields: each
+    carries an injection; the file holds init's keys only and the printable values come back exact."""
+    odd_image = 'reg.io/vllm:"x"\\y'
+    rd = [RdmaDevice(f"roce{INJECT}", "enp1", True), RdmaDevice("rocep1s0f1", "enp1", True)]
+    fab = LinkInfo("enp1", ("192.168.200.12/24",), 9000, "UP", "rocep1s0f1")
+    odd_link = LinkInfo(f"eth{INJECT}", (f"10.0.0.1/24{OSC52}",), 1500, f"UP{INJECT}", INJECT_ARGS)
+    inv = Inventory(name="spark1", hostname=INJECT, arch=INJECT_ARGS, docker_socket="/run/docker.sock",
+                    docker_version=INJECT, images=[odd_image, f"vllm{INJECT}"],
+                    links=[fab, odd_link], rdma=rd, fabric=fab, fabric_ip="192.168.200.12",
+                    models=[FoundModel(f"/m/{INJECT}", (INJECT,))])
+    inv2 = Inventory(name="spark2", docker_socket=f"/run/d{INJECT}.sock", images=[odd_image],
+                     models=[FoundModel(f"/m/{INJECT}")])
+    hosts = [init_cmd.SshHost("spark1", hostname=INJECT, user=INJECT_ARGS, identity=f"~/.ssh/{INJECT}"),
+             init_cmd.SshHost(f"spark2{OSC52}", hostname="10.0.0.2")]
+    text = init_cmd.render(hosts, [inv, inv2], Path(f"/home/{INJECT}/.ssh/config"))
+    data = _assert_inert(text)
+    assert data["cluster"]["image"] == odd_image  # the one tag on both nodes, exact
+    assert "model_path" not in data["cluster"]  # a path with a newline is refused, not written
+    n1, n2 = data["node"]
+    assert n1["ib_hcas"] == ["rocep1s0f1"]  # the HCA whose name holds a newline is left out
+    assert n2["host"] == f"spark2{OSC52}"  # the alias the user wrote, escaped in the file, exact back
+    assert "docker_socket" not in n2
+
+
+# ------------------------------------------------------------------ the TOML writer: round trip
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# every scalar value: text of any code point TOML can hold (no lone surrogates), ints, finite floats
+scalars = st.one_of(st.text(), st.text(alphabet=st.characters(max_codepoint=0x20)), st.booleans(),
+                    st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1),
+                    st.floats(allow_nan=False, allow_infinity=False))
+
+
+@SETTINGS
+@given(name=st.text(min_size=1), v=st.one_of(scalars, st.lists(scalars, max_size=5)), note=st.text())
+def test_toml_writer_round_trips_exactly(name, v, note):
+    line = tomlwrite.pair(name, v, note or None)
+    assert "\n" not in line
+    assert tomllib.loads(line + "\n" + tomlwrite.comment(note) + "\n") == {name: v}
+
+
+@SETTINGS
+@given(st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), min_size=1))
+def test_toml_writer_refuses_what_toml_cannot_hold(s):
+    with pytest.raises(tomlwrite.TomlWriteError):
+        tomlwrite.string(s)
+    assert tomllib.loads(tomlwrite.comment(s)) == {}  # a comment shows it escaped
+
+
+def test_toml_writer_refuses_nan_and_other_types():
+    for bad in (float("nan"), float("inf"), {"a": 1}, None, b"x"):
+        with pytest.raises(tomlwrite.TomlWriteError):
+            tomlwrite.value(bad)
