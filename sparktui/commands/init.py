@@ -36,6 +36,13 @@ class InitError(Exception):
         self.code = code
 
 
+# The interactive list shows what ssh resolves (HostName, User, Port) for this many hosts; past it
+# only the names.  Each resolution re-reads the whole file and runs its `Match exec` commands, so
+# resolving every alias of a 3000-host config took minutes; the nodes picked are always resolved.
+RESOLVE_FOR_LIST = 32
+NAMES_IN_A_LINE = 20  # host names quoted in a one-line error
+
+
 @dataclass(frozen=True)
 class SshHost:
     alias: str
@@ -43,6 +50,7 @@ class SshHost:
     user: str = ""
     port: int | None = None
     identity: str = ""
+    resolved: bool = False  # hostname/user/port/identity come from ssh's rules for this alias
 
     def where(self) -> str:
         s = f"{self.user + '@' if self.user else ''}{self.hostname or self.alias}"
@@ -57,6 +65,7 @@ def ssh_config_path() -> Path:
 def host_aliases(text: str) -> list[str]:
     """Concrete Host names in file order: patterns (*, ?, negations) name no machine to pick."""
     out: list[str] = []
+    seen: set[str] = set()
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line.startswith("#"):
@@ -66,15 +75,14 @@ def host_aliases(text: str) -> list[str]:
             continue
         for name in m.group(1).split("#", 1)[0].split():
             name = name.strip('"')
-            if name and not any(c in name for c in "*?!") and name not in out:
+            if name and not any(c in name for c in "*?!") and name not in seen:
+                seen.add(name)
                 out.append(name)
     return out
 
 
-def read_hosts(path: Path) -> list[SshHost]:
-    """Each alias with what asyncssh's own parser resolves for it (the rules it connects with)."""
-    from ..nodes.hostkeys import read_ssh_config
-
+def read_aliases(path: Path) -> list[str]:
+    """The Host names of the ssh config, in one pass over its text (no Match is evaluated)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -82,17 +90,32 @@ def read_hosts(path: Path) -> list[SshHost]:
                         "write the config by hand from cluster.example.toml)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InitError(f"cannot read {path}: {exc}") from None
-    hosts = []
-    for alias in host_aliases(text):
-        try:
-            conf = read_ssh_config([str(path)], alias, None, None)
-        except Exception as exc:  # asyncssh.ConfigParseError and friends: say which file
-            raise InitError(f"{path}: {exc}") from None
-        ids = conf.get("IdentityFile") or []
-        port = conf.get("Port")
-        hosts.append(SshHost(alias, str(conf.get("Hostname") or ""), str(conf.get("User") or ""),
-                             int(port) if port else None, str(ids[0]) if ids else ""))
-    return hosts
+    return host_aliases(text)
+
+
+def resolve(path: Path, alias: str) -> SshHost:
+    """One alias with what asyncssh's own parser resolves for it (the rules it connects with)."""
+    from ..nodes.hostkeys import read_ssh_config
+
+    try:
+        conf = read_ssh_config([str(path)], alias, None, None)
+    except Exception as exc:  # asyncssh.ConfigParseError and friends: say which file
+        raise InitError(f"{path}: {exc}") from None
+    ids = conf.get("IdentityFile") or []
+    port = conf.get("Port")
+    return SshHost(alias, str(conf.get("Hostname") or ""), str(conf.get("User") or ""),
+                   int(port) if port else None, str(ids[0]) if ids else "", resolved=True)
+
+
+def read_hosts(path: Path, limit: int = RESOLVE_FOR_LIST) -> list[SshHost]:
+    """Every alias; the first ``limit`` resolved through asyncssh, the rest by name only."""
+    return [resolve(path, a) if i < limit else SshHost(a) for i, a in enumerate(read_aliases(path))]
+
+
+def _names(hosts: list[SshHost]) -> str:
+    names = [h.alias for h in hosts[:NAMES_IN_A_LINE]]
+    more = len(hosts) - len(names)
+    return ", ".join(names) + (f" and {more} more" if more > 0 else "") if names else "none"
 
 
 def _interactive() -> bool:
@@ -105,7 +128,7 @@ def pick(hosts: list[SshHost], wanted: list[str] | None) -> list[SshHost]:
         missing = [w for w in wanted if w not in by]
         if missing:
             raise InitError(f"{', '.join(missing)} not found in {ssh_config_path()} "
-                            f"(hosts there: {', '.join(by) or 'none'})")
+                            f"(hosts there: {_names(hosts)})")
         if len(set(wanted)) != len(wanted):
             raise InitError("a host was given twice")
         return [by[w] for w in wanted]
@@ -113,10 +136,14 @@ def pick(hosts: list[SshHost], wanted: list[str] | None) -> list[SshHost]:
         raise InitError(f"{ssh_config_path()} names no hosts (hint: add a Host entry per node)")
     if not _interactive():
         raise InitError("which nodes? pass --host NAME for each (the first is the head); "
-                        f"hosts in {ssh_config_path()}: {', '.join(by)}")
-    print("Hosts in", ssh_config_path())
+                        f"hosts in {ssh_config_path()}: {_names(hosts)}")
+    # names and addresses are the user's ssh config, but shown on a terminal: escapes made inert
+    print("Hosts in", safe(str(ssh_config_path())))
     for i, h in enumerate(hosts, 1):
-        print(f"  {i:2}  {h.alias:20} {h.where()}")
+        print(f"  {i:2}  {safe(h.alias):20} {safe(h.where()) if h.resolved else ''}".rstrip())
+    unresolved = sum(not h.resolved for h in hosts)
+    if unresolved:
+        print(f"  (ssh settings shown for the first {len(hosts) - unresolved} of {len(hosts)} hosts)")
     while True:
         ans = input("Nodes to use (numbers or names, the first is the head): ").replace(",", " ").split()
         chosen = []
@@ -296,15 +323,19 @@ def run(args) -> int:
         if dest.exists() and not args.yes:
             if not _interactive():
                 raise InitError(f"{dest} exists; pass --yes to overwrite it, or --output PATH")
-        hosts = pick(read_hosts(ssh_config_path()), args.host)
-        if dest.exists() and not args.yes and not _confirm(f"{dest} exists. Overwrite it?"):
+        path = ssh_config_path()
+        # resolve (asyncssh, Match exec included) only what is shown or used, never every alias
+        listing = not args.host and _interactive()
+        hosts = pick(read_hosts(path, RESOLVE_FOR_LIST if listing else 0), args.host)
+        hosts = [h if h.resolved else resolve(path, h.alias) for h in hosts]
+        if dest.exists() and not args.yes and not _confirm(f"{safe(str(dest))} exists. Overwrite it?"):
             print("sparktui init: nothing written", file=sys.stderr)
             return 1
 
         async def probe_all():
             return await asyncio.gather(*(_probe_one(h, args.timeout) for h in hosts))
 
-        print(f"probing {', '.join(h.alias for h in hosts)} ...", file=sys.stderr)
+        print(safe(f"probing {', '.join(h.alias for h in hosts)} ..."), file=sys.stderr)
         results = asyncio.run(probe_all())
     except InitError as exc:
         print(f"sparktui init: {safe(str(exc))}", file=sys.stderr)
@@ -314,17 +345,17 @@ def run(args) -> int:
     if problems:
         for p in problems:  # one line per node; messages quote remote output: no escapes
             print(f"sparktui init: {safe(p)}", file=sys.stderr)
-        print(f"sparktui init: nothing written to {dest}", file=sys.stderr)
+        print(f"sparktui init: nothing written to {safe(str(dest))}", file=sys.stderr)
         return 1
     text = render(hosts, results, ssh_config_path())
     try:
         write_validated(text, dest)
     except ConfigError as exc:  # a bug of ours or a value that made no sense: never write it
-        print(f"sparktui init: the generated config does not load: {exc}", file=sys.stderr)
+        print(f"sparktui init: the generated config does not load: {safe(str(exc))}", file=sys.stderr)
         return 1
     for inv in results:
         fab = f"fabric {inv.fabric.name} {inv.fabric_ip} MTU {inv.fabric.mtu}" if inv.fabric else "no RDMA fabric found"
         print(safe(f"{inv.name}: Docker at {inv.docker_socket} ({len(inv.images)} images), {fab}, "
                    f"{len(inv.models)} model dir(s)"))
-    print(f"wrote {dest}; next: sparktui status" + ("" if args.output is None else f" --config {dest}"))
+    print(safe(f"wrote {dest}; next: sparktui status" + ("" if args.output is None else f" --config {dest}")))
     return 0

@@ -155,3 +155,81 @@ def test_toml_writer_refuses_nan_and_other_types():
     for bad in (float("nan"), float("inf"), {"a": 1}, None, b"x"):
         with pytest.raises(tomlwrite.TomlWriteError):
             tomlwrite.value(bad)
+
+
+# ------------------------------------------------------------------ the ssh config (Low items)
+def _cli(*argv: str, home: Path, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HOME=str(home), PYTHONPATH=str(ROOT))
+    env.pop("SPARKTUI_CONFIG", None)
+    return subprocess.run([sys.executable, "-m", "sparktui", *argv], capture_output=True, text=True, env=env,
+                          cwd=ROOT, stdin=subprocess.DEVNULL, timeout=timeout)
+
+
+def _big_ssh_config(home: Path, n: int, first: str = "") -> Path:
+    """n hosts on a closed loopback port, behind a `Match exec` that counts its own runs."""
+    (home / ".ssh").mkdir(parents=True)
+    count = home / "match-exec-runs"
+    lines = [f'Match exec "echo x >> {count}"', "  ServerAliveInterval 10", first]
+    lines += [f"Host h{i}\n  HostName 127.0.0.1\n  Port 1" for i in range(n)]
+    (home / ".ssh" / "config").write_text("\n".join(lines) + "\n")
+    return count
+
+
+def _runs(count: Path) -> int:
+    return len(count.read_text().splitlines()) if count.exists() else 0
+
+
+def test_a_3000_host_ssh_config_is_read_in_one_pass(tmp_path):
+    """`Match exec` ran once per alias (229 s on 3000 hosts): now only the picked host is resolved."""
+    count = _big_ssh_config(tmp_path, 3000)
+    t0 = time.monotonic()
+    r = _cli("init", "--host", "h2999", "--output", str(tmp_path / "c.toml"), "--timeout", "5", home=tmp_path,
+             timeout=30)
+    assert r.returncode == 1 and "h2999: cannot connect" in r.stderr, r.stderr
+    assert _runs(count) <= 4, f"Match exec ran {_runs(count)} times for one picked host"
+    assert time.monotonic() - t0 < 20
+    # without --host and no terminal: one line that names some hosts and counts the rest, none resolved
+    before = _runs(count)
+    r = _cli("init", "--output", str(tmp_path / "c.toml"), home=tmp_path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "h19 and 2980 more" in r.stderr, r.stderr
+    assert _runs(count) == before
+
+
+def test_the_interactive_host_list_shows_escapes_inert(tmp_path):
+    """Aliases and HostNames carrying OSC 52 / CSI reach the terminal as symbols; a long config is
+    listed by name past the first RESOLVE_FOR_LIST hosts, with a note."""
+    import pty
+    import select
+
+    evil = "evil\x1b]52;c;cHduZWQ=\x07\x1b[2J\u009b2J"
+    count = _big_ssh_config(tmp_path, 40, first=f"Host {evil}\n  HostName 127.0.0.1\x1b]0;TITLE\x07\n  Port 1")
+    master, slave = pty.openpty()
+    env = dict(os.environ, HOME=str(tmp_path), PYTHONPATH=str(ROOT))
+    p = subprocess.Popen([sys.executable, "-m", "sparktui", "init", "--output", str(tmp_path / "c.toml"),
+                          "--timeout", "5"], stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT)
+    os.close(slave)
+    out, answered = b"", False
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], 60)
+            assert ready, f"no output from init: {out!r}"
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            out += data
+            if not answered and b"Nodes to use" in out:
+                os.write(master, b"1\n")  # the hostile host, listed first
+                answered = True
+    finally:
+        p.wait(timeout=30)
+        os.close(master)
+    text = out.decode("utf-8", "replace")
+    assert answered and p.returncode == 1, text
+    bad = CONTROL.findall(text.replace("\r", ""))
+    assert not bad, f"control characters reached the terminal: {bad!r}"
+    assert re.search(r"^ +1  evil +\S", text, re.M)  # listed by its name, the escapes taken out whole
+    assert f"first {init_cmd.RESOLVE_FOR_LIST} of 41 hosts" in text
+    assert _runs(count) <= init_cmd.RESOLVE_FOR_LIST + 4
