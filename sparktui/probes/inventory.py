@@ -73,11 +73,41 @@ class Inventory:
 def parse_ibdev2netdev_all(text: str) -> list[RdmaDevice]:
     """Every RDMA device line (a netdev may be backed by two: the GB10's x4 halves)."""
     out = []
-    for line in text.splitlines():
+    for line in text[:MAX_PROBE_TEXT].splitlines():
         m = _IBDEV.match(line.strip())
         if m:
             out.append(RdmaDevice(m.group(1), m.group(2), m.group(3).lower() == "up"))
     return out
+
+
+# What the shell probes print is read only this far: a node's hostname, its sockets and a dozen model
+# paths fit many times over; the rest of an endless answer is not split into lines.
+MAX_PROBE_TEXT = 1 << 20
+
+
+def parse_hostname_arch(text: str) -> tuple[str, str]:
+    """`hostname; uname -m`: the first two words (either may be missing)."""
+    parts = text[:MAX_PROBE_TEXT].split(maxsplit=2)
+    return (parts + ["", ""])[0], (parts + ["", ""])[1]
+
+
+def parse_sockets(text: str) -> tuple[list[str], str | None, str | None]:
+    """The socket script's lines: sockets found, DOCKER_HOST's socket, a DOCKER_HOST not a socket."""
+    found, env_sock, other = [], None, None
+    for line in text[:MAX_PROBE_TEXT].splitlines():
+        kind, _, val = line.partition(" ")
+        if kind == "sock":
+            found.append(val)
+        elif kind == "env":
+            env_sock = val
+        elif kind == "other":
+            other = val
+    return found, env_sock, other
+
+
+def parse_model_paths(text: str) -> list[str]:
+    """The model search's lines: at most MAX_MODELS directories."""
+    return [p for p in text[:MAX_PROBE_TEXT].splitlines() if p.strip()][:MAX_MODELS]
 
 
 def _ipv4(addr: str) -> ipaddress.IPv4Address | None:
@@ -135,15 +165,7 @@ async def _docker(node: Node, inv: Inventory, configured: str | None) -> None:
     except NodeError as exc:
         inv.docker_error = f"cannot look for a Docker socket: {exc}"
         return
-    found, env_sock, other = [], None, None
-    for line in res.text.splitlines():
-        kind, _, val = line.partition(" ")
-        if kind == "sock":
-            found.append(val)
-        elif kind == "env":
-            env_sock = val
-        elif kind == "other":
-            other = val
+    found, env_sock, other = parse_sockets(res.text)
     # a configured socket, else the node's DOCKER_HOST (what its own docker CLI uses), else the usual
     # places: never falling back past the first two to another daemon
     candidates = [configured] if configured else [env_sock] if env_sock else found
@@ -164,8 +186,11 @@ async def _docker(node: Node, inv: Inventory, configured: str | None) -> None:
         inv.docker_error = f"no Docker Engine answers at {sock}: {first[:160]}"
         return
     inv.docker_socket = sock
-    inv.docker_version = str(version.get("Version", ""))
-    tags = sorted({t for im in images for t in (im.get("RepoTags") or ()) if t and t != "<none>:<none>"})
+    # the Engine's JSON is the node's word: only strings are taken from it
+    inv.docker_version = str(version.get("Version", "")) if isinstance(version, dict) else ""
+    tags = sorted({t for im in (images if isinstance(images, list) else ()) if isinstance(im, dict)
+                   for t in (im.get("RepoTags") if isinstance(im.get("RepoTags"), list) else ())
+                   if isinstance(t, str) and t and t != "<none>:<none>"})
     inv.images = tags
 
 
@@ -175,7 +200,7 @@ async def _models(node: Node, inv: Inventory) -> None:
     except NodeError as exc:
         inv.notes.append(f"model search: {exc}")
         return
-    paths = [p for p in res.text.splitlines() if p.strip()][:MAX_MODELS]
+    paths = parse_model_paths(res.text)
     for p in paths:
         try:
             m = await probe_model(node, p)
@@ -189,7 +214,6 @@ async def probe_inventory(node: Node, *, docker_socket: str | None = None) -> In
     (no RDMA, no Docker, no models) is recorded on the Inventory."""
     inv = Inventory(name=node.name)
     res = await node.run(["sh", "-c", "hostname; uname -m"], timeout=15)
-    parts = res.text.split()
-    inv.hostname, inv.arch = (parts + ["", ""])[:2]
+    inv.hostname, inv.arch = parse_hostname_arch(res.text)
     await asyncio.gather(_links(node, inv), _docker(node, inv, docker_socket), _models(node, inv))
     return inv

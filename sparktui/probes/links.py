@@ -23,19 +23,33 @@ def parse_ibdev2netdev(text: str) -> dict[str, str]:
     return out
 
 
+def _int(v: object) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
 def parse_ip_addr(text: str, rdma: dict[str, str] | None = None) -> list[LinkInfo]:
+    """`ip -j addr` as links.  The node's text is a stranger's: anything but a list of interface
+    objects is a one-line ValueError, and a field of the wrong type is left out, never a crash."""
     try:
         data = json.loads(text or "[]")
+    except RecursionError:
+        raise ValueError("ip -j addr: not JSON (nested too deep)") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"ip -j addr: not JSON ({exc.msg})") from None
+    except ValueError:  # a number past the digit limit, and the like
+        raise ValueError("ip -j addr: not JSON (a value out of range)") from None
+    if not isinstance(data, list):
+        raise ValueError(f"ip -j addr: a JSON {type(data).__name__}, not a list of interfaces")
     rdma = rdma or {}
     links = []
     for it in data:
-        if not isinstance(it, dict) or "ifname" not in it:
+        if not isinstance(it, dict) or not isinstance(it.get("ifname"), str):
             continue
-        addrs = tuple(f"{a['local']}/{a['prefixlen']}" for a in it.get("addr_info", ())
-                      if isinstance(a, dict) and "local" in a and "prefixlen" in a)
-        state = str(it.get("operstate", "UNKNOWN")).upper()
-        links.append(LinkInfo(name=it["ifname"], addresses=addrs, mtu=it.get("mtu"), state=state,
+        infos = it.get("addr_info")
+        addrs = tuple(f"{a['local']}/{a['prefixlen']}" for a in (infos if isinstance(infos, list) else ())
+                      if isinstance(a, dict) and isinstance(a.get("local"), str) and _int(a.get("prefixlen")) is not None)
+        state = it.get("operstate")
+        links.append(LinkInfo(name=it["ifname"], addresses=addrs, mtu=_int(it.get("mtu")),
+                              state=state.upper() if isinstance(state, str) else "UNKNOWN",
                               rdma_device=rdma.get(it["ifname"])))
     return links

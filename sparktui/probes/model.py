@@ -31,11 +31,55 @@ class ModelInfo:
     config: dict = field(default_factory=dict, compare=False, repr=False)
 
 
-def _parse_index(raw: bytes) -> tuple[int | None, int]:
-    data = json.loads(raw.decode("utf-8"))
-    total = (data.get("metadata") or {}).get("total_size")
-    shards = len(set((data.get("weight_map") or {}).values()))
-    return (int(total) if isinstance(total, (int, float)) and total > 0 else None), shards
+# config.json is a few KiB and an index a few MiB; past this a file is no model's and is not parsed
+MAX_JSON_BYTES = 16 << 20
+
+
+def _load_json(raw: bytes, what: str) -> object:
+    """A node's JSON file, or one ModelProbeError line (too big, not UTF-8, not JSON, too deep)."""
+    if len(raw) > MAX_JSON_BYTES:
+        raise ModelProbeError(f"{what} is {len(raw)} bytes, more than a model's {MAX_JSON_BYTES >> 20} MiB")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ModelProbeError(f"{what} is not valid JSON: not UTF-8") from None
+    except RecursionError:
+        raise ModelProbeError(f"{what} is not valid JSON: nested too deep") from None
+    except json.JSONDecodeError as exc:
+        raise ModelProbeError(f"{what} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    except ValueError:  # an integer past the digit limit
+        raise ModelProbeError(f"{what} is not valid JSON: a number out of range") from None
+
+
+def parse_config(raw: bytes, what: str = "config.json") -> tuple[tuple[str, ...], str, dict]:
+    """config.json's architectures, model_type and the whole object; ModelProbeError otherwise."""
+    config = _load_json(raw, what)
+    if not isinstance(config, dict):
+        raise ModelProbeError(f"{what} is not valid JSON: a {type(config).__name__}, not an object")
+    arches = config.get("architectures") or []
+    arches = tuple(a for a in arches if isinstance(a, str)) if isinstance(arches, list) else ()
+    model_type = config.get("model_type") if isinstance(config.get("model_type"), str) else ""
+    return arches, model_type, config
+
+
+def parse_index(raw: bytes, what: str = "index") -> tuple[int | None, int]:
+    """A weights index's total size (None if it gives none usable) and shard count."""
+    data = _load_json(raw, what)
+    if not isinstance(data, dict):
+        raise ModelProbeError(f"{what} is not a JSON object")
+    meta = data.get("metadata")
+    total = meta.get("total_size") if isinstance(meta, dict) else None
+    wmap = data.get("weight_map")
+    shards = len({v for v in wmap.values() if isinstance(v, str)}) if isinstance(wmap, dict) else 0
+    if isinstance(total, bool) or not isinstance(total, (int, float)) or not 0 < total < 2**63:
+        return None, shards  # NaN and infinity fail the range test too
+    return int(total), shards
+
+
+def parse_sizes(text: str) -> list[int]:
+    """`find -printf '%s\\n'` output: the file sizes, skipping any word that is not one (a Unicode
+    digit such as '²' passes str.isdigit but not int(); 20 digits is past any file)."""
+    return [int(x) for x in text.split() if x.isascii() and x.isdigit() and len(x) <= 20]
 
 
 async def probe_model(node: Node, path: str) -> ModelInfo:
@@ -47,15 +91,7 @@ async def probe_model(node: Node, path: str) -> ModelInfo:
         if not res.ok:
             raise ModelProbeError(f"model directory {path!r} does not exist on {node.name}") from None
         raise ModelProbeError(f"{cfg_path!r} is missing or unreadable on {node.name}: {exc}") from None
-    try:
-        config = json.loads(raw.decode("utf-8"))
-        if not isinstance(config, dict):
-            raise ValueError("not a JSON object")
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ModelProbeError(f"{cfg_path!r} on {node.name} is not valid JSON: {exc}") from None
-    arches = config.get("architectures") or []
-    arches = tuple(a for a in arches if isinstance(a, str)) if isinstance(arches, list) else ()
-    model_type = config.get("model_type") if isinstance(config.get("model_type"), str) else ""
+    arches, model_type, config = parse_config(raw, f"{cfg_path!r} on {node.name}")
     total, source, shards = None, "", 0
     for name in INDEX_NAMES:
         try:
@@ -63,8 +99,8 @@ async def probe_model(node: Node, path: str) -> ModelInfo:
         except NodeError:
             continue
         try:
-            total, shards = _parse_index(idx_raw)
-        except (ValueError, UnicodeDecodeError, AttributeError):
+            total, shards = parse_index(idx_raw, name)
+        except ModelProbeError:
             continue
         if total:
             source = "safetensors index" if "safetensors" in name else "bin index"
@@ -73,7 +109,7 @@ async def probe_model(node: Node, path: str) -> ModelInfo:
         # no usable index: add up the weight files (follows HF cache symlinks with -L)
         res = await node.run(["find", "-L", path, "-maxdepth", "2", "-type", "f", "(",
                               "-name", "*.safetensors", "-o", "-name", "*.bin", ")", "-printf", "%s\n"], timeout=60)
-        sizes = [int(x) for x in res.text.split() if x.isdigit()]
+        sizes = parse_sizes(res.text)
         if sizes:
             total, source, shards = sum(sizes), "file sizes", len(sizes)
     return ModelInfo(path=path, architectures=arches, model_type=model_type, total_bytes=total,

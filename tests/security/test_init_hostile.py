@@ -102,6 +102,29 @@ def test_a_hostile_model_config_json_writes_no_key(tmp_path, monkeypatch):
     assert cfg.cluster.api_base is None and cfg.cluster.serve_args == ()
 
 
+def test_hostile_model_files_end_in_no_traceback(tmp_path, monkeypatch):
+    """config.json nested past the recursion limit, an index whose size is 1e999 or whose shard
+    names are lists: each ended `init` in a traceback; now the model is listed without them."""
+    home = tmp_path / "home"
+    cases = {"deep": (b"[" * 100_000 + b"]" * 100_000, None),
+             "inf": (b'{"architectures": ["A"]}', b'{"metadata": {"total_size": 1e999}, "weight_map": {"w": "a"}}'),
+             "lists": (b'{"architectures": ["B"]}', b'{"metadata": {"total_size": 5}, "weight_map": {"w": []}}')}
+    for name, (cfg, index) in cases.items():
+        d = home / "models" / name
+        d.mkdir(parents=True)
+        (d / "config.json").write_bytes(cfg)
+        if index:
+            (d / "model.safetensors.index.json").write_bytes(index)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "no-hub"))
+    inv = _probe_here(home)
+    by = {Path(m.path).name: m for m in inv.models}
+    assert set(by) == set(cases)
+    assert by["deep"].architectures == () and by["inf"].architectures == ("A",)
+    assert by["inf"].total_bytes is None and by["lists"].total_bytes == 5
+    _assert_inert(init_cmd.render([init_cmd.SshHost("spark1")], [inv], Path("/x/config")))
+
+
 def test_every_probed_field_is_inert(tmp_path):
     """Hostname, arch, Docker version, images, interface and RDMA names, ssh config fields: each
     carries an injection; the file holds init's keys only and the printable values come back exact."""
