@@ -145,7 +145,10 @@ def pick(hosts: list[SshHost], wanted: list[str] | None) -> list[SshHost]:
     if unresolved:
         print(f"  (ssh settings shown for the first {len(hosts) - unresolved} of {len(hosts)} hosts)")
     while True:
-        ans = input("Nodes to use (numbers or names, the first is the head): ").replace(",", " ").split()
+        try:
+            ans = input("Nodes to use (numbers or names, the first is the head): ").replace(",", " ").split()
+        except EOFError:  # the terminal closed (Ctrl-D): nothing picked, nothing written
+            raise InitError("no nodes picked; nothing written", code=1) from None
         chosen = []
         for a in ans:
             if a.isdigit() and 1 <= int(a) <= len(hosts):
