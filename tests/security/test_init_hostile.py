@@ -218,17 +218,14 @@ def test_a_3000_host_ssh_config_is_read_in_one_pass(tmp_path):
     assert _runs(count) == before
 
 
-def test_the_interactive_host_list_shows_escapes_inert(tmp_path):
-    """Aliases and HostNames carrying OSC 52 / CSI reach the terminal as symbols; a long config is
-    listed by name past the first RESOLVE_FOR_LIST hosts, with a note."""
+def _at_a_terminal(home: Path, answer: bytes) -> tuple[int, str]:
+    """`sparktui init` with no --host on a real pseudo-terminal; ``answer`` typed at the prompt."""
     import pty
     import select
 
-    evil = "evil\x1b]52;c;cHduZWQ=\x07\x1b[2J\u009b2J"
-    count = _big_ssh_config(tmp_path, 40, first=f"Host {evil}\n  HostName 127.0.0.1\x1b]0;TITLE\x07\n  Port 1")
     master, slave = pty.openpty()
-    env = dict(os.environ, HOME=str(tmp_path), PYTHONPATH=str(ROOT))
-    p = subprocess.Popen([sys.executable, "-m", "sparktui", "init", "--output", str(tmp_path / "c.toml"),
+    env = dict(os.environ, HOME=str(home), PYTHONPATH=str(ROOT))
+    p = subprocess.Popen([sys.executable, "-m", "sparktui", "init", "--output", str(home / "c.toml"),
                           "--timeout", "5"], stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT)
     os.close(slave)
     out, answered = b"", False
@@ -244,15 +241,32 @@ def test_the_interactive_host_list_shows_escapes_inert(tmp_path):
                 break
             out += data
             if not answered and b"Nodes to use" in out:
-                os.write(master, b"1\n")  # the hostile host, listed first
+                os.write(master, answer)
                 answered = True
     finally:
         p.wait(timeout=30)
         os.close(master)
-    text = out.decode("utf-8", "replace")
-    assert answered and p.returncode == 1, text
+    assert answered, out
+    return p.returncode, out.decode("utf-8", "replace")
+
+
+def test_the_interactive_host_list_shows_escapes_inert(tmp_path):
+    """Aliases and HostNames carrying OSC 52 / CSI reach the terminal inert; a long config is
+    listed by name past the first RESOLVE_FOR_LIST hosts, with a note."""
+    evil = "evil\x1b]52;c;cHduZWQ=\x07\x1b[2J\u009b2J"
+    count = _big_ssh_config(tmp_path, 40, first=f"Host {evil}\n  HostName 127.0.0.1\x1b]0;TITLE\x07\n  Port 1")
+    code, text = _at_a_terminal(tmp_path, b"1\n")  # the hostile host, listed first
+    assert code == 1, text
     bad = CONTROL.findall(text.replace("\r", ""))
     assert not bad, f"control characters reached the terminal: {bad!r}"
     assert re.search(r"^ +1  evil +\S", text, re.M)  # listed by its name, the escapes taken out whole
     assert f"first {init_cmd.RESOLVE_FOR_LIST} of 41 hosts" in text
     assert _runs(count) <= init_cmd.RESOLVE_FOR_LIST + 4
+
+
+def test_end_of_input_at_the_host_prompt_is_one_line(tmp_path):
+    _big_ssh_config(tmp_path, 2)
+    code, text = _at_a_terminal(tmp_path, b"\x04")  # Ctrl-D: the terminal's end of input
+    assert code == 1 and "Traceback" not in text, text
+    assert "sparktui init: no nodes picked; nothing written" in text
+    assert not (tmp_path / "c.toml").exists()
