@@ -166,11 +166,13 @@ def build_parser() -> argparse.ArgumentParser:
     lt.add_argument("--json", action="store_true", help="the result with `vllm bench serve` field names")
 
     rp = sub.add_parser("report", help="Markdown incident report of a session (default: the latest)")
+    _common(rp)
     rp.add_argument("session", nargs="?")
     ss = sub.add_parser("sessions", help="list the recorded sessions, newest first")
     _common(ss)
     ss.add_argument("--json", action="store_true")
     rl = sub.add_parser("replay", help="replay a recorded session in the TUI")
+    _common(rl)
     rl.add_argument("session")
     rl.add_argument("--speed", type=_lenient(float), default=1.0, metavar="X",
                     help="playback speed factor (default 1.0; keys < and > halve and double it)")

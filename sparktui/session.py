@@ -198,8 +198,8 @@ class Session:
             return session_read.read_events(d)
 
 
-def latest_session() -> Path | None:
-    d = sessions_dir()
+def latest_session(root: Path | None = None) -> Path | None:
+    d = root or sessions_dir()
     if not d.is_dir():
         return None
     dirs = sorted((p for p in d.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)

@@ -81,11 +81,13 @@ def make_player(path: Path, speed: float = 1.0):
 
 def run(args) -> int:
     from ..replay_player import parse_when
-    from ..session import sessions_dir
+    from .sessions import sessions_root
 
     path = Path(args.session)
-    if not path.exists() and (sessions_dir() / args.session).exists():
-        path = sessions_dir() / args.session
+    if not path.exists():  # a name: under the sessions dir the session writer uses (config's session_dir)
+        named = sessions_root(args) / args.session
+        if named.exists():
+            path = named
     speed = getattr(args, "speed", 1.0)
     if not (isinstance(speed, (int, float)) and speed > 0 and speed == speed and speed != float("inf")):
         print(f"sparktui replay: --speed must be a number > 0, not {speed!r}", file=sys.stderr)
