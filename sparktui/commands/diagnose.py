@@ -284,17 +284,19 @@ def render_text(dg, colour: bool) -> str:
 
 
 def run(args) -> int:
+    from ..logs.sanitize import safe
+
     notes: list[str] = []
     try:
         dg = analyse(list(args.files), getattr(args, "max_bytes", None) or MAX_INPUT_BYTES, notes)
     except InputError as exc:
-        print(str(exc), file=sys.stderr)
+        print(safe(exc), file=sys.stderr)  # a file name is the user's text: its escapes stay inert
         return 2
     except MemoryError:  # under a memory limit: one line, never a traceback
         print("sparktui diagnose: out of memory (try fewer or smaller inputs, or --max-bytes)", file=sys.stderr)
         return 2
     for note in notes:
-        print(note, file=sys.stderr)
+        print(safe(note), file=sys.stderr)
     has_error = any(f.severity == "error" for f in dg.findings)
     try:
         if getattr(args, "json", False):

@@ -292,7 +292,7 @@ def run(args) -> int:
             if not _interactive():
                 raise InitError(f"{dest} exists; pass --yes to overwrite it, or --output PATH")
         hosts = pick(read_hosts(ssh_config_path()), args.host)
-        if dest.exists() and not args.yes and not _confirm(f"{dest} exists. Overwrite it?"):
+        if dest.exists() and not args.yes and not _confirm(safe(f"{dest} exists. Overwrite it?")):
             print("sparktui init: nothing written", file=sys.stderr)
             return 1
 
@@ -309,17 +309,17 @@ def run(args) -> int:
     if problems:
         for p in problems:  # one line per node; messages quote remote output: no escapes
             print(f"sparktui init: {safe(p)}", file=sys.stderr)
-        print(f"sparktui init: nothing written to {dest}", file=sys.stderr)
+        print(f"sparktui init: nothing written to {safe(dest)}", file=sys.stderr)
         return 1
     text = render(hosts, results, ssh_config_path())
     try:
         write_validated(text, dest)
     except ConfigError as exc:  # a bug of ours or a value that made no sense: never write it
-        print(f"sparktui init: the generated config does not load: {exc}", file=sys.stderr)
+        print(f"sparktui init: the generated config does not load: {safe(exc)}", file=sys.stderr)
         return 1
     for inv in results:
         fab = f"fabric {inv.fabric.name} {inv.fabric_ip} MTU {inv.fabric.mtu}" if inv.fabric else "no RDMA fabric found"
         print(safe(f"{inv.name}: Docker at {inv.docker_socket} ({len(inv.images)} images), {fab}, "
                    f"{len(inv.models)} model dir(s)"))
-    print(f"wrote {dest}; next: sparktui status" + ("" if args.output is None else f" --config {dest}"))
+    print(safe(f"wrote {dest}; next: sparktui status" + ("" if args.output is None else f" --config {dest}")))
     return 0

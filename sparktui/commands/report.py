@@ -193,8 +193,10 @@ def run(args) -> int:
         root = sessions_root(args)  # the config's session_dir, as the session writer uses it
         path = _resolve(arg, root)
     if path is None:
+        from ..logs.sanitize import safe
+
         what = arg or "no sessions recorded yet"
-        print(f"sparktui: report: session not found: {what} (sessions live in {root})", file=sys.stderr)
+        print(safe(f"sparktui: report: session not found: {what} (sessions live in {root})"), file=sys.stderr)
         return 2
     from ..logs.redact import redact
     from ..logs.sanitize import clean_text

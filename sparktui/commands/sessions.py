@@ -98,7 +98,7 @@ def render(rows: list[SessionRow], root: Path) -> str:
     from ..logs.sanitize import safe
 
     if not rows:
-        return f"no sessions recorded in {root}"
+        return safe(f"no sessions recorded in {root}")
     head = ("NAME", "STARTED", "CLUSTER", "KIND", "DURATION", "SIZE", "FINDINGS")
     table = [head]
     for r in rows:
