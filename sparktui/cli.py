@@ -61,8 +61,20 @@ class _VersionAction(argparse.Action):
         parser.exit(0)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse echoes what it was given ("unrecognized arguments: X"): an argument is the user's or a
+    script's text, and its escapes would reach the terminal. Every message leaves line by line through
+    the one sanitiser (subcommand parsers are of this class too: add_subparsers uses the parent's)."""
+
+    def _print_message(self, message, file=None):
+        if message:
+            from .logs.sanitize import safe
+
+            super()._print_message("\n".join(safe(line) for line in message.split("\n")), file)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="sparktui",
         description="Watch, launch and debug a vLLM cluster across DGX Spark nodes. "
         "With no subcommand, opens the TUI on the configured cluster.",
@@ -166,11 +178,13 @@ def build_parser() -> argparse.ArgumentParser:
     lt.add_argument("--json", action="store_true", help="the result with `vllm bench serve` field names")
 
     rp = sub.add_parser("report", help="Markdown incident report of a session (default: the latest)")
+    _common(rp)
     rp.add_argument("session", nargs="?")
     ss = sub.add_parser("sessions", help="list the recorded sessions, newest first")
     _common(ss)
     ss.add_argument("--json", action="store_true")
     rl = sub.add_parser("replay", help="replay a recorded session in the TUI")
+    _common(rl)
     rl.add_argument("session")
     rl.add_argument("--speed", type=_lenient(float), default=1.0, metavar="X",
                     help="playback speed factor (default 1.0; keys < and > halve and double it)")
@@ -216,7 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(module.run(args) or 0)
     except ConfigError as exc:
-        print(f"sparktui: {exc}", file=sys.stderr)
+        from .logs.sanitize import safe
+
+        # the path given, and a key or value read from the file: echoed inert, on one line
+        print(f"sparktui: {safe(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("sparktui: interrupted", file=sys.stderr)

@@ -24,23 +24,14 @@ from typing import IO, Any
 
 from .logs.redact import mask_dict, mask_list, redact, redact_bytes, redact_env  # noqa: F401  (redact_env: re-exported)
 from .logs.archive import CAP_NOTE  # the file's last line at its cap: its reader knows it
+from .logs.safe_files import DIR_MODE, FILE_MODE, private_dir as _private_dir
 from .logs.sanitize import json_dumps
 from .units import human_bytes
 from .model import Event, LogBatch, LogBlock, LogLine
 from . import session_read
 
-# files hold log lines, commands and findings of the operator's cluster: owner only (umask-proof)
-DIR_MODE = 0o700
-FILE_MODE = 0o600
-
-
-def _private_dir(path: Path) -> None:
-    # a folder someone else made (e.g. a shared 1777 one) keeps its mode: only ours is tightened
-    try:
-        path.mkdir(mode=DIR_MODE, parents=True)
-    except FileExistsError:
-        return
-    os.chmod(path, DIR_MODE)
+# files hold log lines, commands and findings of the operator's cluster: owner only (umask-proof).
+# DIR_MODE/FILE_MODE and the folder maker live with the safe writes: investigate's bundles use them too.
 
 
 def _open_private(path: Path, mode: str, **kw) -> IO:
@@ -207,8 +198,8 @@ class Session:
             return session_read.read_events(d)
 
 
-def latest_session() -> Path | None:
-    d = sessions_dir()
+def latest_session(root: Path | None = None) -> Path | None:
+    d = root or sessions_dir()
     if not d.is_dir():
         return None
     dirs = sorted((p for p in d.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)

@@ -81,7 +81,7 @@ async def _live(args) -> int:
     nodes = {}
     for n in config.nodes:
         if n.backend == "sim":
-            print(f"sparktui: investigate: node {n.name} is simulated; use `sparktui demo --scenario nccl-hang`",
+            print(f"sparktui: investigate: node {safe(n.name)} is simulated; use `sparktui demo --scenario nccl-hang`",
                   file=sys.stderr)
             return 2
         nodes[n.name] = make_node(n)
@@ -120,10 +120,10 @@ async def _live(args) -> int:
     else:
         _print_verdict("", v)
         if args.bundle and not bundle_error:
-            print(f"  bundle: {args.bundle}")
+            print(f"  bundle: {safe(args.bundle)}")
     if bundle_error:
         # the verdict stands, but the bundle asked for was refused (e.g. a link planted in DIR)
-        print(f"sparktui: investigate: bundle not written: {bundle_error}", file=sys.stderr)
+        print(f"sparktui: investigate: bundle not written: {safe(bundle_error)}", file=sys.stderr)
         return 2
     return v.exit_code
 

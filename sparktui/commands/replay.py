@@ -80,12 +80,15 @@ def make_player(path: Path, speed: float = 1.0):
 
 
 def run(args) -> int:
+    from ..logs.sanitize import safe
     from ..replay_player import parse_when
-    from ..session import sessions_dir
+    from .sessions import sessions_root
 
     path = Path(args.session)
-    if not path.exists() and (sessions_dir() / args.session).exists():
-        path = sessions_dir() / args.session
+    if not path.exists():  # a name: under the sessions dir the session writer uses (config's session_dir)
+        named = sessions_root(args) / args.session
+        if named.exists():
+            path = named
     speed = getattr(args, "speed", 1.0)
     if not (isinstance(speed, (int, float)) and speed > 0 and speed == speed and speed != float("inf")):
         print(f"sparktui replay: --speed must be a number > 0, not {speed!r}", file=sys.stderr)
@@ -93,14 +96,14 @@ def run(args) -> int:
     try:
         meta, player = make_player(path, speed)
     except ReplayError as exc:
-        print(f"sparktui: {exc}", file=sys.stderr)
+        print(f"sparktui: {safe(exc)}", file=sys.stderr)  # it names the path given: echoed inert
         return 2
     at = getattr(args, "at", None) or "start"
     tl = player.timeline
     try:
         player.seek(parse_when(at, tl.start, tl.end, tl.start))
     except ValueError as exc:
-        print(f"sparktui replay: --at: {exc}", file=sys.stderr)
+        print(f"sparktui replay: --at: {safe(exc)}", file=sys.stderr)
         return 2
     player.paused = player.at_end  # opened at the end: the screen the operator had, nothing to play
     from ..tui.replay import ReplayApp

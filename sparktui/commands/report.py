@@ -14,20 +14,18 @@ from collections import Counter
 from pathlib import Path
 
 from ..model import TIMELINE_STATUSES
-from ..session import latest_session, sessions_dir
+from ..session import latest_session
 from ..session_read import SessionError, open_session, read_events, read_logs, read_meta
 
 TAIL_LINES = 15
 LOG_TAIL_BYTES = 1 << 20  # the last 15 lines are in the last MiB of any sane log
 
 
-def _resolve(arg: str | None) -> Path | None:
+def _resolve(arg: str | None, root: Path) -> Path | None:
+    """A session folder by name under ``root``, or the latest there."""
     if not arg:
-        return latest_session()
-    p = Path(arg)
-    if p.is_dir():
-        return p
-    cand = sessions_dir() / arg
+        return latest_session(root)
+    cand = root / arg
     return cand if cand.is_dir() else None
 
 
@@ -187,10 +185,18 @@ def build_report(path: Path) -> str:
 
 
 def run(args) -> int:
-    path = _resolve(getattr(args, "session", None))
+    from .sessions import sessions_root
+
+    arg = getattr(args, "session", None)
+    path = Path(arg) if arg and Path(arg).is_dir() else None  # a folder named outright needs no config
     if path is None:
-        what = getattr(args, "session", None) or "no sessions recorded yet"
-        print(f"sparktui: report: session not found: {what} (sessions live in {sessions_dir()})", file=sys.stderr)
+        root = sessions_root(args)  # the config's session_dir, as the session writer uses it
+        path = _resolve(arg, root)
+    if path is None:
+        from ..logs.sanitize import safe
+
+        what = arg or "no sessions recorded yet"
+        print(safe(f"sparktui: report: session not found: {what} (sessions live in {root})"), file=sys.stderr)
         return 2
     from ..logs.redact import redact
     from ..logs.sanitize import clean_text

@@ -98,7 +98,7 @@ def render(rows: list[SessionRow], root: Path) -> str:
     from ..logs.sanitize import safe
 
     if not rows:
-        return f"no sessions recorded in {root}"
+        return safe(f"no sessions recorded in {root}")
     head = ("NAME", "STARTED", "CLUSTER", "KIND", "DURATION", "SIZE", "FINDINGS")
     table = [head]
     for r in rows:
@@ -113,7 +113,9 @@ def render(rows: list[SessionRow], root: Path) -> str:
     return "\n".join(lines)
 
 
-def _root(args) -> Path:
+def sessions_root(args) -> Path:
+    """Where this operator's sessions are: the one resolution `sessions`, `report` and `replay` share
+    with the session writer (the config's ``session_dir`` when it sets one, else the state dir)."""
     from ..config import default_config_path, load_config
     from ..session import sessions_dir
 
@@ -124,7 +126,7 @@ def _root(args) -> Path:
 
 
 def run(args) -> int:
-    root = _root(args)
+    root = sessions_root(args)
     rows = list_sessions(root)
     if args.json:
         sys.stdout.write(json.dumps({"dir": str(root), "sessions": [asdict(r) for r in rows]}, indent=2) + "\n")

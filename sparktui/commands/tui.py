@@ -19,7 +19,9 @@ def run(args) -> int:
         nodes = {n.name: make_node(n) for n in config.nodes}
         sources = make_sources(config, nodes)
     except (ImportError, ValueError) as exc:
-        print(f"sparktui: cannot set up the nodes: {exc}", file=sys.stderr)
+        from ..logs.sanitize import safe
+
+        print(f"sparktui: cannot set up the nodes: {safe(exc)}", file=sys.stderr)
         return 2
     from ..tui.boot import make_engine, run_app
 

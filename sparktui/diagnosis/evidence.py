@@ -31,7 +31,8 @@ import re
 from dataclasses import asdict
 from pathlib import Path
 
-from ..logs.safe_files import SafeDir, UnsafeFile, describe
+from ..logs.redact import redact, redact_obj
+from ..logs.safe_files import SafeDir, UnsafeFile, describe, private_dir
 from . import flight_recorder, plain_dir, shapes
 # the data types live below plain_dir.py, which builds them too; imported from here by the rest
 from .evidence_types import BundleError, Evidence, NodeEvidence, Sample, Worker, head_tail
@@ -55,22 +56,29 @@ def write_bundle(ev: Evidence, path: str | os.PathLike, verdict: dict | None = N
     """Write the bundle into ``path`` (created if missing; a symlink the user named is followed).
     Entries already inside it are replaced, never written through: a link planted as
     ``DIR/meta.json`` or ``DIR/<node>`` does not redirect the write (``BundleError`` for a node
-    folder that is not a real folder)."""
+    folder that is not a real folder).
+
+    Like a session, a bundle is shared with others: secrets are masked as sessions mask them (worker
+    command lines and env, container settings, log lines, samples, the verdict's quotes), and what is
+    written is the operator's alone: files 0600, the folders it makes 0700 (one that was there keeps
+    its mode). Flight Recorder dumps are written as read: a pickle cannot be edited as text."""
     root = Path(path)
-    root.mkdir(parents=True, exist_ok=True)
     meta = {"sparktui_bundle": BUNDLE_VERSION, "nodes": [n.node for n in ev.nodes], "started": ev.started,
             "finished": ev.finished, "interval": ev.interval, "source": ev.source,
             "fabric_ips": ev.fabric_ips, "expected_hcas": ev.expected_hcas}
     try:
+        private_dir(root)
         with SafeDir(root) as top:
-            top.write("meta.json", json.dumps(meta, indent=2) + "\n")
+            top.write("meta.json", json.dumps(redact_obj(meta), indent=2) + "\n")
             for n in ev.nodes:
                 with top.mkdir(_safe(n.node)) as d:
                     _write_node(d, n)
             if verdict is not None:
-                top.write("verdict.json", json.dumps(verdict, indent=2) + "\n")
+                top.write("verdict.json", json.dumps(redact_obj(verdict), indent=2) + "\n")
     except UnsafeFile as exc:
         raise BundleError(str(exc)) from None
+    except OSError as exc:  # the folder cannot be made (no permission, a file in the way)
+        raise BundleError(f"{root}: {exc.strerror or exc}") from None
     return root
 
 
@@ -79,20 +87,20 @@ def _write_node(d: SafeDir, n: NodeEvidence) -> None:
             "workers": [asdict(w) for w in n.workers], "containers": n.containers, "fabric": n.fabric,
             "dmesg": n.dmesg, "notes": n.notes, "log_growth": n.log_growth,
             "samples": {"ras": [[s.t, s.key] for s in n.ras], "gpu": [s.t for s in n.gpu]}}
-    d.write("node.json", json.dumps(info, indent=2) + "\n")
+    d.write("node.json", json.dumps(redact_obj(info), indent=2) + "\n")
     for s in n.ras:
         ext = "json" if s.key == "json" else "txt"
-        d.write(f"ev.t{int(s.t):02d}.ras.{ext}", s.text)
+        d.write(f"ev.t{int(s.t):02d}.ras.{ext}", redact(s.text))
     for s in n.gpu:
-        d.write(f"ev.t{int(s.t):02d}.gpu.csv", s.text)
+        d.write(f"ev.t{int(s.t):02d}.gpu.csv", redact(s.text))
     for s in n.threads:
-        d.write(f"ev.t{int(s.t):02d}.threads.txt", s.text)
-    for s in n.pyspy:
+        d.write(f"ev.t{int(s.t):02d}.threads.txt", redact(s.text))
+    for s in n.pyspy:  # py-spy --locals shows a frame's variables: a key among them
         ext = "json" if s.text.lstrip().startswith(("[", "{")) else "txt"
-        d.write(f"ev.t{int(s.t):02d}.pyspy.{_safe(_key_file(s.key))}.{ext}", s.text)
+        d.write(f"ev.t{int(s.t):02d}.pyspy.{_safe(_key_file(s.key))}.{ext}", redact(s.text))
     for key, lines in n.logs.items():
         name = _key_file(key) if key.startswith(("rank ", "pid ")) else _safe(key.removesuffix(".log"))
-        d.write(f"ev.{_safe(name)}.log", "\n".join(lines) + ("\n" if lines else ""))
+        d.write(f"ev.{_safe(name)}.log", redact("\n".join(lines) + ("\n" if lines else "")))
     for key, blob in n.fr_traces.items():
         d.write(f"ev.fr_trace_{_safe(key.split()[-1])}", blob)
 

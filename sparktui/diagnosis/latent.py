@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 
+from ..logs.redact import MASK, is_secret_key
 from ..units import GIB
 from .evidence import Evidence
 from .facts import RankFacts, rules_data
@@ -63,7 +64,9 @@ def latent_findings(ev: Evidence, ranks: list[RankFacts]) -> list[dict]:
     if diff:
         lines = []
         for k, vals in diff.items():
-            lines.append(f"{k}: " + " | ".join(f"{who}={v}" for who, v in vals.items()))
+            # a bundle or capture may carry a secret env (HF_TOKEN): that it differs is the finding, not its value
+            shown = {who: (MASK if is_secret_key(k) and v != "(unset)" else v) for who, v in vals.items()}
+            lines.append(f"{k}: " + " | ".join(f"{who}={v}" for who, v in shown.items()))
         items.append(_item("env_mismatch", lines, names=", ".join(diff)))
     hosts = {}
     for r in ranks:

@@ -21,6 +21,7 @@ import errno
 import os
 import stat
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..units import MIB, mib
 
@@ -29,6 +30,21 @@ _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 LOG_HEAD_BYTES = 1 * MIB  # init, bootstrap, transport lines come first
 LOG_TAIL_BYTES = 7 * MIB  # where it stopped comes last
+
+# what we write (sessions, bundles) holds the operator's cluster: logs, commands, env. Owner only.
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def private_dir(path: str | os.PathLike) -> bool:
+    """Create ``path`` (and missing parents) 0700, whatever the umask; True when it was made here.
+    A folder someone else made (e.g. a shared 1777 one) keeps its mode: only ours is tightened."""
+    try:
+        Path(path).mkdir(mode=DIR_MODE, parents=True)
+    except FileExistsError:
+        return False
+    os.chmod(path, DIR_MODE)
+    return True
 
 
 class UnsafeFile(Exception):
@@ -206,14 +222,19 @@ class SafeDir:
 
     # ------------------------------------------------------------------ writing
     def mkdir(self, name: str) -> "SafeDir":
-        """A sub-directory, created when missing; a planted link or file in its place is refused."""
+        """A sub-directory, created 0700 when missing; a planted link or file in its place is refused.
+        One that was already there keeps its mode (it is not ours to change)."""
         try:
-            os.mkdir(name, 0o755, dir_fd=self.fd)
+            os.mkdir(name, DIR_MODE, dir_fd=self.fd)
+            made = True
         except FileExistsError:
-            pass
+            made = False
         except OSError as exc:
             raise UnsafeFile(f"{self.join(name)}: {_why(exc)}") from None
-        return self.sub(name)
+        sub = self.sub(name)
+        if made:
+            os.fchmod(sub.fd, DIR_MODE)  # through the descriptor opened without following links
+        return sub
 
     def write(self, name: str, data: bytes | str) -> None:
         """Write ``name`` through a fresh temporary file and ``os.replace``: an existing entry (a planted
@@ -224,7 +245,7 @@ class SafeDir:
             raise UnsafeFile(f"{self.join(name)}: a directory is in the way")
         tmp = f".{name}.{os.getpid()}.tmp"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE,
                          dir_fd=self.fd)
         except OSError as exc:
             raise UnsafeFile(f"{self.join(tmp)}: {_why(exc)}") from None

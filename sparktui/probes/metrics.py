@@ -102,13 +102,18 @@ def parse(text: str) -> MetricsSnapshot:
                 if not s.name.startswith("vllm:"):
                     continue
                 n_vllm += 1
-                value = float(s.value)
+                try:
+                    value = float(s.value)
+                except OverflowError:  # the parser gives a 400-digit integer as an int: absurd, like ±Inf
+                    continue
                 if not math.isfinite(value) or abs(value) > 1e300:
                     continue  # NaN/±Inf/absurd: treat as absent so no consumer (widget, events.jsonl) sees it
                 sums[s.name] = sums.get(s.name, 0.0) + value
                 if s.name.endswith("_bucket") and "le" in s.labels:
-                    per_le = buckets.setdefault(s.name[: -len("_bucket")], {})
                     le = float(s.labels["le"])
+                    if math.isnan(le) or le == -math.inf:
+                        continue  # a bound no quantile can use (NaN sorts nowhere): the bucket is absent
+                    per_le = buckets.setdefault(s.name[: -len("_bucket")], {})
                     per_le[le] = per_le.get(le, 0.0) + value
     except ValueError as exc:
         raise MetricsError(_parse_error(text, exc), kind="parse") from None
