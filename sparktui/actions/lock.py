@@ -308,6 +308,7 @@ class ClusterLock:
         self.token = ""
         self.record: dict[str, Any] = {}
         self._beat: asyncio.Task | None = None
+        self._beats = 0
         self.lost = ""  # why the lock is no longer ours (heartbeat or verify found it broken)
 
     @classmethod
@@ -340,7 +341,10 @@ class ClusterLock:
         return word, holder
 
     def _record(self, action: str) -> str:
-        return json.dumps({**self.record, "action": action, "since_heartbeat": now_local()})
+        # "beat" counts: every rewrite differs in its bytes, so a break matched on the checksum of an
+        # older record is refused even within the same second
+        self._beats += 1
+        return json.dumps({**self.record, "action": action, "since_heartbeat": now_local(), "beat": self._beats})
 
     async def try_acquire(self, action: str, ctx: "ActionContext | None" = None) -> tuple[_Site, Holder] | None:
         """Take the lock on every node (None) or give back what was taken and report who holds it where."""
