@@ -103,14 +103,15 @@ async def test_another_head_another_order_or_another_root_meets_the_same_lock(ho
     await asyncio.wait_for(first.inside.wait(), 10)
     try:
         # the same machines, listed the other way round with the other one as head
-        r = await Hold().run(ctx_b(homes))
+        # (bounded: an attempt that got the lock would sit inside Hold for ever)
+        r = await asyncio.wait_for(Hold().run(ctx_b(homes)), 10)
         assert not r.ok and r.data.get("refused") == "lock" and "hold held by" in r.summary
         # the same config with a lock root of one's own (ActionContext's, and the environment's)
-        r = await Hold().run(ctx_a(homes, lock_root=str(tmp_path / "mine")))
+        r = await asyncio.wait_for(Hold().run(ctx_a(homes, lock_root=str(tmp_path / "mine"))), 10)
         assert not r.ok and r.data.get("refused") == "lock", r.summary
         os.environ["SPARKTUI_LOCK_ROOT"] = str(tmp_path / "env-root")
         try:
-            r = await Hold().run(ctx_b(homes))
+            r = await asyncio.wait_for(Hold().run(ctx_b(homes)), 10)
         finally:
             del os.environ["SPARKTUI_LOCK_ROOT"]
         assert not r.ok and r.data.get("refused") == "lock", r.summary
