@@ -506,8 +506,8 @@ class ClusterLock:
                         confirmed.add(holder.key)
                 if holder.key in confirmed:
                     if await self.break_(holder, site):
-                        ctx.emit("lock", "warn", f"broke the stale lock on {name}: {holder.describe()} "
-                                                 f"({stale or 'broken on another node'})")
+                        ctx.emit("lock", "warn", f"broke the stale lock: {holder.describe()} "
+                                                 f"({stale or 'broken on another node'}) on {name}")
                     else:
                         failed.add(place)
                     continue  # take it (or meet whoever was quicker)
