@@ -126,6 +126,11 @@ class ActionContext:
         self._cleanups.append(fn)
 
     async def run_cleanups(self) -> None:
+        lost = getattr(self.lock, "lost", "")
+        if lost and self._cleanups:
+            # cleanups change the cluster too: with the lock gone they could undo the new holder's work
+            self.emit("cleanup", "warn", f"cleanup skipped ({len(self._cleanups)} step(s)): {lost}")
+            self._cleanups.clear()
         while self._cleanups:
             fn = self._cleanups.pop()
             try:
@@ -139,6 +144,8 @@ class ActionContext:
         self.steps.append(rec)
         self.emit(name, "started", message, node=node)
         try:
+            if self.lock is not None:  # a holder that lost the lock (a stall, then a break) stops here
+                await self.lock.verify(name)
             yield rec
         except asyncio.CancelledError:
             rec.status, rec.finished = "cancelled", time.time()
@@ -232,6 +239,9 @@ class Action:
             await ctx.run_cleanups()
             if not result.steps:
                 result.steps = ctx.steps
+            if lock is not None and lock.lost and result.ok:
+                # a step refused by verify inside a gather (stop's nodes at once) must not read as success
+                return ActionResult(self.name, False, f"cluster lock lost: {lock.lost}", steps=ctx.steps)
             return result
         finally:
             if lock is not None:

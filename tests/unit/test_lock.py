@@ -262,6 +262,11 @@ async def test_lock_root_points_the_lock_elsewhere(home, cfg, tmp_path):
     h = Hold()
     t = asyncio.create_task(h.run(ctx_for(cfg, lock_root=str(root))))
     await asyncio.wait_for(h.inside.wait(), 10)
-    assert (root / "vllm_qwen35" / "lock.d" / "lock.json").exists() and not lock_dir(home).exists()
+    rec = json.loads((root / "vllm_qwen35" / "lock.d" / "lock.json").read_text())
+    # the root adds a place, it never replaces the default one: an operator without it still meets the holder
+    assert json.loads((lock_dir(home) / "lock.d" / "lock.json").read_text())["token"] == rec["token"]
+    r = await Hold().run(ctx_for(cfg))
+    assert not r.ok and "hold held by" in r.summary
     h.go.set()
     await asyncio.wait_for(t, 10)
+    assert not (root / "vllm_qwen35" / "lock.d").exists() and not (lock_dir(home) / "lock.d").exists()
