@@ -27,9 +27,11 @@ from ..model import (
 )
 from .catalogue import Catalogue, default_catalogue
 from .classifier import SourceScanner
+from .end_phase import default_end_phases
+from .last_words import component, facts, failure, shutdown_before
 from .milestones import Rules
 from .nccl_ranks import Behind, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host, versions_differ
-from .ranking import rank_findings
+from .ranking import GENERIC_IDS, rank_findings
 
 
 def _wrap(items: Iterable[Finding | Milestone]) -> list[Event]:
@@ -112,6 +114,8 @@ class Diagnoser:
         out.extend(self._cross_rank())  # first: its findings name the lagging rank
         for sc in self.scanners.values():
             out.extend(sc.finish())
+        self._shutdown_context()
+        out.extend(self._last_words())
         self._one_host()
         return _wrap(out)
 
@@ -159,6 +163,91 @@ class Diagnoser:
             if f:
                 out.append(f)
         return out
+
+    def _shutdown_context(self) -> None:
+        """A death (a consequence: the engine or a worker gone) printed after a shutdown request in
+        the same source's last lines is how a stop looks: info, unless a cause was named there."""
+        ents = self.catalogue.entries
+        for sc in self.scanners.values():
+            if not sc.window:
+                continue
+            first = sc.window[0][0]
+            if any(f.severity == "error" and f.id in ents and not ents[f.id].consequence
+                   and f.id not in GENERIC_IDS for f in sc.findings):
+                continue
+            for k, f in enumerate(sc.findings):
+                e = ents.get(f.id)
+                if e is None or not e.consequence or f.severity == "info" or (f.line or 0) < first:
+                    continue
+                req = shutdown_before(list(sc.window), f.line or 0)
+                if req is not None:
+                    sc.findings[k] = replace(f, severity="info",
+                                             title=f"{f.title} (after a shutdown request, line {req[0]})")
+
+    def _last_words(self) -> list[Finding]:
+        """End of input, when no finding names a cause: a failing source's last lines are read for
+        structure (last_words.py).  A fact there (an errno, the driver's OOM status, an undefined
+        symbol) names its cause; a failure nothing recognises is still reported
+        (``unrecognised_failure``), so a failing log is never silent."""
+        ents = self.catalogue.entries
+        def names_cause(f: Finding) -> bool:
+            e = ents.get(f.id)
+            return f.severity == "error" and e is not None and not e.consequence and f.id not in GENERIC_IDS
+        every = [f for sc in self.scanners.values() for f in sc.findings]
+        if any(map(names_cause, every)):
+            return []
+        out: list[Finding] = []
+        for sc in self.scanners.values():
+            window = list(sc.window)
+            lw = failure(window)
+            if lw is None and not any(f.severity == "error" for f in sc.findings):
+                continue
+            fact = facts(window, ents)
+            if fact is not None:
+                line, fid, why, text = fact
+                f = sc.raise_derived(fid, line, [why, text])
+                if f:
+                    out.append(f)
+        if out or any(f.severity == "error" for f in every):
+            return out  # a recognised failure (a dead engine, a traceback, a fact) is not silent
+        for sc in self.scanners.values():
+            window = list(sc.window)
+            lw = failure(window)
+            if lw is None:
+                continue
+            comp = component(lw, window)
+            phase = self._phase(sc, lw.line)
+            what = f"{lw.exc_class}: {lw.message}" if lw.exc_class else lw.message
+            title = f"Unrecognised failure{' in ' + comp if comp else ''}: {what}"
+            if len(title) > 160:
+                title = title[:159] + "…"
+            ev = [f"last words ({lw.kind}): {lw.text}",
+                  f"exception: {lw.exc_class or 'none'}; phase: {phase or 'unknown'}; component: {comp or 'unknown'}"]
+            ev += [f"{n}: {t}" for n, t in window[-5:]]
+            f = sc.raise_derived("unrecognised_failure", lw.line, ev, title=title)
+            if f:
+                out.append(f)
+        return out
+
+    @staticmethod
+    def _phase(sc, line: int) -> str:
+        """The phase a source stopped in: an open start-up phase of its milestones, the phase of the
+        lines around the failure (end_phases.toml), an NCCL init never completed, or the last
+        milestone reached."""
+        op = sc.milestones.open_phase()
+        if op is not None:
+            return op[1]
+        eps = default_end_phases()
+        window = list(sc.window)
+        # the lines nearest the failure first, those after it (how the log ended) next
+        for n, t in [*reversed([x for x in window if x[0] <= line]), *(x for x in window if x[0] > line)]:
+            ph = eps.of_line(t)
+            if ph is not None:
+                return ph.text
+        if any(True for t in sc.trackers for _ in t.open_inits()):
+            return "NCCL communicator setup"
+        reached = sorted(sc.milestones.reached.values(), key=lambda m: m.line or 0)
+        return f"after {reached[-1].id.replace('_', ' ')}" if reached else ""
 
     def _one_host(self) -> None:
         """catalogue ``single_host_ok``: loopback (or a bridge) chosen for NCCL's sockets is only wrong

@@ -299,3 +299,119 @@ def test_the_fast_path_never_hides_a_prefix_the_full_reading_finds(parts):
     if f.group("actor") or f.group("level") or lineprefix._may_have_prefix(line):
         return  # the full reading runs (or the fast one found vLLM's own prefix)
     assert lineprefix._PREFIX.match(line).end() <= f.end(), line
+
+
+# ----------------------------------------------------------------------------- last words (issue 31)
+# A failing log is never silent: its last lines are read for structure (last_words.py).
+
+
+def test_a_failure_nothing_recognises_is_reported_with_its_class():
+    # a/spark_pennylanelightning_1357: the simulator's own exception class, its message on the next
+    # lines; no catalogue entry knows it (before issue 31 the log got no finding at all)
+    dg = analyse(held_in("a/spark_pennylanelightning_1357_gb10_uma_cudamalloc_oom"))
+    first = next(f for f in dg.findings if f.severity != "info")
+    assert first.id == "unrecognised_failure" and first.severity == "error"
+    assert "pennylane_lightning.lightning_gpu_ops.LightningException" in " ".join(first.evidence)
+
+
+def test_unrecognised_failure_names_phase_and_component_and_ranks_below_a_recognised_cause():
+    # b/megatron_megatron-deepspeed_338: the store barrier times out; the end-phase reading names the
+    # rendezvous (a warning) and the RuntimeError nothing else names is listed after it
+    got = [f for f in analyse(held_in("b/megatron_megatron-deepspeed_338_store_barrier_half_joined")).findings
+           if f.severity != "info"]
+    assert [f.id for f in got] == ["rendezvous_timeout", "unrecognised_failure"]
+    ev = " ".join(got[-1].evidence)
+    assert "exception: RuntimeError" in ev and "phase: the torch.distributed rendezvous" in ev
+    assert "component: torch.distributed" in ev
+
+
+def test_a_childs_sigquit_after_sglangs_watchdog_is_sglangs_death_in_the_stall():
+    # a/sglang_softthinking_10: "Received sigquit from a child process" ends the log
+    f = next(f for f in analyse(held_in("a/sglang_softthinking_10_watchdog_sigquit")).findings
+             if f.id == "unrecognised_failure")
+    ev = " ".join(f.evidence)
+    assert "process death" in ev and "component: SGLang" in ev and "watchdog" in ev
+
+
+@pytest.mark.parametrize("line, kind", [
+    # b/pytorch_pytorch_15592: the shell's report of an abort
+    ("Aborted (core dumped)", "process death"),
+    # b/pytorch_rlhf-v_11: torchrun's report of a rank killed by signal 9
+    ("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 484375) of "
+     "binary: /mnt/petrelfs/xinglong/anaconda3/envs/muffin/bin/python", "non-zero exit"),
+    # a/vllm_vllm_11617
+    ("OSError: [Errno 98] Address already in use", "exception"),
+    # b/ray_flower_2157: Ray's core logger at level E
+    ("(raylet) [2023-07-23 15:21:29,851 E 9751 9751] (raylet) node_manager.cc:3084: 4 Workers (tasks / actors) "
+     "killed due to memory pressure (OOM)", "error line"),
+])
+def test_last_words_read_by_shape(line, kind):
+    from sparktui.diagnosis.last_words import failure
+
+    got = failure([(1, "INFO 05-14 04:44:37 [api_server.py:1034] vLLM API server version 0.8.4"), (2, line)])
+    assert got is not None and got.kind == kind and got.line == 2
+
+
+@pytest.mark.parametrize("line", [
+    # b/ray_ray_8000 (healthy): old Rays print this WARNING at every exit
+    "2020-04-13 15:35:00,032 WARNING worker.py:1072 -- A worker died or was killed while executing task "
+    "ffffffffffffffff45b95b1c0100.",
+    # a/vllm_vllm_5501: an import failure logged as a warning (vLLM goes on without the kernels)
+    "WARNING 06-13 11:42:20 _custom_ops.py:11] Failed to import from vllm._C with ImportError('/usr/local/lib/"
+    "python3.8/dist-packages/vllm/_C.abi3.so: undefined symbol: _ZN5torch3jit17parseSchemaOrNameERKSsb')",
+    # b/pytorch_heat_1003 (healthy): c10d tries IPv6 first, then IPv4
+    "[W socket.cpp:401] [c10d] The server socket cannot be initialized on [::]:29500 (errno: 97 - Address family "
+    "not supported by protocol).",
+])
+def test_last_words_below_error_level_are_no_failure(line):
+    from sparktui.diagnosis.last_words import failure
+
+    assert failure([(1, line)]) is None
+
+
+def test_no_healthy_held_in_case_gets_an_unrecognised_failure():
+    from corpus_helpers import CORPUS, load_cases
+
+    healthy = [c for c in load_cases(CORPUS) if c.part == "in" and c.expect == ["healthy"]]
+    assert len(healthy) > 100
+    fired = [c.name for c in healthy
+             if any(f.id == "unrecognised_failure" for f in analyse([str(p) for p in c.files]).findings)]
+    assert fired == []
+
+
+# ----------------------------------------------------------------------------- shutdown context
+
+# vllm-cpu/serve.log (a real run stopped with SIGTERM): the API server's own shutdown notice
+_SHUTTING_DOWN = ("(APIServer pid=4850) INFO 11-30 23:03:09 [launcher.py:304] [shutdown] API server: shutting down "
+                  "FastAPI HTTP server")
+# the API server finding its engine process gone (catalogue engine_dead example, from a public report)
+_ENGINE_GONE = ("(APIServer pid=1) ERROR 05-20 10:11:12 [core_client.py:562] Engine core proc EngineCore_DP0 died "
+                "unexpectedly, shutting down client.")
+
+
+def _findings_of(tmp_path, lines):
+    p = tmp_path / "x.log"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return analyse([str(p)]).findings
+
+
+def test_an_engine_death_after_a_shutdown_request_is_not_an_error(tmp_path):
+    fs = _findings_of(tmp_path, [_SHUTTING_DOWN, _ENGINE_GONE])
+    assert not [f for f in fs if f.severity == "error"]
+    dead = next(f for f in fs if f.id == "engine_dead")
+    assert dead.severity == "info" and "shutdown request" in dead.title
+
+
+def test_the_same_engine_death_without_a_request_is_an_error(tmp_path):
+    fs = _findings_of(tmp_path, [_ENGINE_GONE])
+    assert [f.id for f in fs if f.severity == "error"] == ["engine_dead"]
+
+
+def test_a_launcher_signalling_the_other_ranks_is_teardown_not_a_shutdown_request():
+    from sparktui.diagnosis.last_words import is_shutdown_request
+
+    # b/pytorch_colossalai_3514: torchrun stops the other ranks after one was killed
+    assert not is_shutdown_request("WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 812914 "
+                                   "closing signal SIGTERM")
+    assert is_shutdown_request(_SHUTTING_DOWN)
+    assert named(held_in("b/pytorch_colossalai_3514_exitcode_minus9_rank3"))[0] == "host_oom_killed"
