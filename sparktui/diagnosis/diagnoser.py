@@ -30,7 +30,7 @@ from .classifier import SourceScanner
 from .end_phase import default_end_phases
 from .last_words import component, facts, failure, shutdown_before
 from .milestones import Rules
-from .nccl_ranks import Behind, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host, versions_differ
+from .nccl_ranks import Behind, absent_ranks, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host, versions_differ
 from .ranking import GENERIC_IDS, rank_findings
 
 
@@ -149,6 +149,27 @@ class Diagnoser:
             f = sc.raise_derived(fid, b.line, [b.reason, *b.evidence], title=f"Rank {b.rank} is behind: {b.reason}")
             if f:
                 out.append(f)
+        gone = absent_ranks(self.trackers())
+        if gone is not None and not out:
+            t, st, absent = gone
+            sc = self.scanners.get(t.source)
+            if sc is not None and not any(f.severity == "error" and (f.line or 0) > (st.init_start or 0)
+                                          for f in sc.findings):
+                names = ", ".join(map(str, absent[:8])) + (", ..." if len(absent) > 8 else "")
+                waiting = sorted({s.rank for x in self.trackers() for s in x.comms.values()
+                                  if (s.comm_id or f"nranks={s.nranks}") == (st.comm_id or f"nranks={st.nranks}")})
+                # the logs of several ranks, all waiting: the absent ones are proven missing; one
+                # log alone may simply be one node's share of the job (a suspicion)
+                many = len({x.source for x in self.trackers() if x.seen}) >= 2
+                f = sc.raise_derived(
+                    "nccl_init_hang", st.init_start,
+                    [f"comm {st.comm_id or st.comm}: world size {st.nranks}; ranks {', '.join(map(str, waiting))} "
+                     f"started init, rank(s) {names} never appear", *( [f"{t.last_line[0]}: {t.last_line[1]}"]
+                                                                      if t.last_line else [])],
+                    title=f"Rank(s) {names} of {st.nranks} never arrived: NCCL init waits for them",
+                    severity=None if many else "warning")
+                if f:
+                    out.append(f)
         subnets = bootstrap_subnets_differ(self.trackers())
         if subnets:
             first = next(iter(self.scanners.values()))

@@ -255,30 +255,27 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
                 r"|\boperator [\w:.]+ does not exist\b|\bUnknown builtin op: \S+|(?i:\bNo such operator) \S+"),
      "broken_install", "an operator missing from the installed build"),
     # a dtype the GPU (or its compute capability) cannot run
-    (re.compile(r"(?i)\b(?:bf16|bfloat16|fp8|float8)\b[^.\n]{0,80}\b(?:is )?not supported\b[^.\n]{0,60}"
-                r"\b(?:GPU|device|compute capability|hardware|platform)\b"
+    (re.compile(r"(?i)\b(?:bf16|bfloat16|fp8|float8)\b[^.\n]{0,80}\b(?:not supported|only supported|unsupported|requires)\b"
+                r"[^.\n]{0,60}\b(?:GPU|device|compute capability|hardware|platform|sm_?\d+)"
                 r"|\b(?:GPU|device|hardware)\b[^.\n]{0,60}\bdoes not support\b[^.\n]{0,20}\b(?:bf16|bfloat16|fp8|float8)\b"),
      "dtype_unsupported_gpu", "a dtype this GPU does not support"),
 )
 
 
 def facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tuple[int, str, str, str] | None:
-    """(line, finding id, why, text) of the last structural fact in the window whose id exists in
-    ``known`` (the catalogue's ids), or None."""
+    """(line, finding id, why, text) of the first structural fact in the window whose id exists in
+    ``known`` (the catalogue's ids), or None.  Lines logged below error level are skipped (a
+    warning is something handled)."""
     ids = set(known)
-    got = None
     rows = _nonblank(window)
     for k, (n, t, level, body) in enumerate(rows):
         if level in _QUIET_LEVELS or _QUIET_BRACKET.search(body):
             continue
         for rx, fid, why in _FACTS:
             if fid in ids and rx.search(body):
-                got = (n, fid, why, t.strip())
-                break
-        else:
-            near = " ".join(r[3] for r in rows[max(0, k - 1):k + 2])
-            for rx, fid, why in _ERRNO:
-                if fid in ids and rx.search(body) and _NET_CONTEXT.search(near):
-                    got = (n, fid, why, t.strip())
-                    break
-    return got
+                return n, fid, why, t.strip()
+        near = " ".join(r[3] for r in rows[max(0, k - 1):k + 2])
+        for rx, fid, why in _ERRNO:
+            if fid in ids and rx.search(body) and _NET_CONTEXT.search(near):
+                return n, fid, why, t.strip()
+    return None

@@ -8,6 +8,8 @@ refused by ``held_in``) or a real line quoted from one.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -415,3 +417,91 @@ def test_a_launcher_signalling_the_other_ranks_is_teardown_not_a_shutdown_reques
                                    "closing signal SIGTERM")
     assert is_shutdown_request(_SHUTTING_DOWN)
     assert named(held_in("b/pytorch_colossalai_3514_exitcode_minus9_rank3"))[0] == "host_oom_killed"
+
+
+# ----------------------------------------------------------------------------- structural facts in a failing log
+
+
+def _fact(line):
+    from sparktui.diagnosis.catalogue import default_catalogue
+    from sparktui.diagnosis.last_words import facts
+
+    got = facts([(1, line)], default_catalogue().entries)
+    return got[1] if got else None
+
+
+@pytest.mark.parametrize("line, fid", [
+    # a/vllm_vllm_11617: errno 98 of a bind
+    ("OSError: [Errno 98] Address already in use", "port_in_use"),
+    # a/other_flashattention_867: the loader's undefined symbol with no "ImportError:" before it
+    ("/.local/lib/python3.10/site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: undefined symbol: "
+     "_ZN2at4_ops15sum_IntList_out4callERKNS_6TensorEN3c1016OptionalArrayRefIlEEbSt8optionalINS5_10ScalarTypeEERS2_",
+     "broken_install"),
+    # b/nccl_pytorch-ci-infra_490: NCCL's older wording of /dev/shm running out
+    ("[2026-04-22 21:34:20] mt-l-x86iavx512-45-172-t4-4-csmpw-runner-g4sfw-workflow:202016:202235 [0] "
+     "misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-WU88OE to 9637892 bytes, error: No space "
+     "left on device (28)", "nccl_shm_error"),
+    # the driver's own status for a failed allocation (NVRM's format, as dmesg shows it): no CUDA OOM text
+    ("[70517.822257] NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) "
+     "returned from _memdescAllocInternal(pMemDesc) @ mem_desc.c:1353", "cuda_oom"),
+    # exc_shapes.toml's bf16 message (vLLM's ValueError), printed by a wrapper's logger at ERROR instead
+    ("ERROR 06-04 22:38:36 [engine.py:458] Bfloat16 is only supported on GPUs with compute capability of at least "
+     "8.0. Your Tesla T4 GPU has compute capability 7.5.", "dtype_unsupported_gpu"),
+])
+def test_structural_facts_name_their_cause_whatever_the_sentence(line, fid):
+    assert _fact(line) == fid
+
+
+@pytest.mark.parametrize("line", [
+    # b/pytorch_heat_1003 (healthy): errno 97 on the IPv6 attempt, logged by c10d as a warning
+    "[W socket.cpp:401] [c10d] The server socket cannot be initialized on [::]:29500 (errno: 97 - Address family "
+    "not supported by protocol).",
+    # a/vllm_vllm_5501: the same undefined symbol, logged as a warning (vLLM goes on without its ops)
+    "WARNING 06-13 11:42:20 _custom_ops.py:11] Failed to import from vllm._C with ImportError('/usr/local/lib/"
+    "python3.8/dist-packages/vllm/_C.abi3.so: undefined symbol: _ZN5torch3jit17parseSchemaOrNameERKSsb')",
+    # b/ray_openinstruct_1067 (healthy): a /dev/shm smaller than Ray wants is a notice
+    "  of /dev/shm because /dev/shm has only 5368709120 bytes available. This will harm performance! You may",
+    # a/sglang_sglang_11830 (healthy): the dtype named, nothing refused
+    "[2025-11-30 12:50:10] Using KV cache dtype: torch.bfloat16",
+])
+def test_the_same_facts_in_a_benign_line_name_nothing(line):
+    assert _fact(line) is None
+
+
+def test_a_failing_log_whose_last_words_hold_a_fact_names_its_cause(tmp_path):
+    # a/other_flashattention_867's symbol line, then the process dies: the fact, not "unrecognised"
+    p = tmp_path / "x.log"
+    p.write_text("/.local/lib/python3.10/site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: undefined "
+                 "symbol: _ZN2at4_ops15sum_IntList_out4callERKNS_6TensorEN3c1016OptionalArrayRefIlEEbSt8optional\n"
+                 "Aborted (core dumped)\n", encoding="utf-8")
+    assert named([str(p)]) == ["broken_install"]
+
+
+# ----------------------------------------------------------------------------- the rank that never arrived
+# tests/fixtures/nccl-2gpu/healthy.rank{0,1}.log (real NCCL 2.28 output), cut: rank 0 at its Init START
+# (world size 2), rank 1 before it ever starts the communicator
+
+
+def _cut(tmp_path, name, n):
+    src = Path(__file__).resolve().parents[1] / "fixtures" / "nccl-2gpu" / name
+    p = tmp_path / name
+    p.write_text("".join(src.read_text(encoding="utf-8").splitlines(keepends=True)[:n]), encoding="utf-8")
+    return str(p)
+
+
+def test_a_rank_no_log_shows_in_init_is_named_from_the_world_size_the_others_print(tmp_path):
+    r0, r1 = _cut(tmp_path, "healthy.rank0.log", 14), _cut(tmp_path, "healthy.rank1.log", 3)
+    first = next(f for f in analyse([r0, r1]).findings if f.severity != "info")
+    assert first.id == "nccl_init_hang" and first.severity == "error"
+    assert first.title.startswith("Rank(s) 1 of 2 never arrived")
+
+
+def test_one_nodes_log_alone_only_suspects_the_absent_rank(tmp_path):
+    f = next(f for f in analyse([_cut(tmp_path, "healthy.rank0.log", 14)]).findings if f.id == "nccl_init_hang")
+    assert f.severity == "warning" and "1 of 2" in f.title
+
+
+def test_every_rank_through_init_names_no_absent_rank():
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "nccl-2gpu"
+    dg = analyse([str(fix / "healthy.rank0.log"), str(fix / "healthy.rank1.log")])
+    assert not [f for f in dg.findings if f.id == "nccl_init_hang"]
