@@ -40,7 +40,9 @@ _GLOG_BRACKET = re.compile(
     r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [EF] \d+ \d+\]"  # Ray's core "[2025-07-23 10:06:19,681 E 51000 51000]"
     # a non-zero ncclResult_t passed back up to the communicator's init, group, proxy or enqueue
     # ("init.cc:1548 -> 2"); a plugin's probe failing (net.h -> 2) is retried or falls back: not fatal
-    r"|\bNCCL INFO (?:[\w-]+/)?(?:init|group|enqueue|proxy|bootstrap|transport)\.cc:\d+ -> [1-9]\d*\b"
+    r"|\b(?:NCCL )?INFO (?:[\w-]+/)?(?:init|group|enqueue|proxy|bootstrap|transport)\.(?:cc|cu):\d+ -> [1-9]\d*\b"
+    # MPI's fatal error handler (Open MPI, MPICH) aborting the job
+    r"|\bMPI_ERRORS_ARE_FATAL\b|\bMPI_ABORT was invoked\b|\*\*\* An error occurred in MPI_\w+"
     r"|\b(?:Test )?NCCL failure\b"
 )
 # a level word leading the message ("ERROR: ...", "[ERROR] ...", "FATAL ...", "Error: ...")
@@ -52,6 +54,8 @@ _LEVEL_WORD = re.compile(
     r"|^(?:[\w.-]{1,30} ){1,3}(?:error|ERROR)(?: \d+)?: "
     # an assertion that failed (C/C++ assert, GGML_ASSERT, a runtime's own checks)
     r"|\bAssertion\b.{0,200}\bfailed\b|\bGGML_ASSERT\b|^Assertion failed"
+    # a shell's or the kernel's refusal to start a program ("exec /bin/sh: exec format error")
+    r"|^[\w./ -]{1,120}: (?:exec format error|command not found|Permission denied|cannot execute binary file)"
 )
 # structured loggers: JSON ("level":"error") and logfmt (level=error)
 _STRUCTURED = re.compile(r'(?i)"(?:level|severity|lvl)"\s*:\s*"(?:error|err|fatal|critical|panic)"|\blevel=(?:error|fatal|panic)\b')

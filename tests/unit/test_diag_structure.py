@@ -346,6 +346,12 @@ def test_a_childs_sigquit_after_sglangs_watchdog_is_sglangs_death_in_the_stall()
     # b/ray_flower_2157: Ray's core logger at level E
     ("(raylet) [2023-07-23 15:21:29,851 E 9751 9751] (raylet) node_manager.cc:3084: 4 Workers (tasks / actors) "
      "killed due to memory pressure (OOM)", "error line"),
+    # b/nccl_nccl-tests_180: Open MPI's fatal error handler
+    ("[10-192-80-132:07356] *** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,", "error line"),
+    # a/other_langfuse_2556: the kernel refused to start the entrypoint
+    ("exec /bin/sh: exec format error", "error line"),
+    # b/nccl_jadehpc_43: an old NCCL's return-code trace leaving communicator init
+    ("dgj101:14560:14560 [0] INFO init.cu:542 -> 2", "error line"),
 ])
 def test_last_words_read_by_shape(line, kind):
     from sparktui.diagnosis.last_words import failure
@@ -364,6 +370,8 @@ def test_last_words_read_by_shape(line, kind):
     # b/pytorch_heat_1003 (healthy): c10d tries IPv6 first, then IPv4
     "[W socket.cpp:401] [c10d] The server socket cannot be initialized on [::]:29500 (errno: 97 - Address family "
     "not supported by protocol).",
+    # nccl-2gpu/healthy.rank1.log: the IB plugin's probe fails (IB disabled) and NCCL uses sockets
+    "vm:608:608 [1] NCCL INFO transport/net_ib.cc:852 -> 3",
 ])
 def test_last_words_below_error_level_are_no_failure(line):
     from sparktui.diagnosis.last_words import failure
