@@ -221,9 +221,12 @@ class Diagnoser:
         for sc in self.scanners.values():
             window = list(sc.window)
             lw = failure(window)
-            if lw is None and not any(f.severity == "error" for f in sc.findings):
-                continue
+            stuck = any(True for t in sc.trackers for _ in t.open_inits())
+            if lw is None and not stuck and not any(f.severity == "error" for f in sc.findings):
+                continue  # neither failing nor stopped inside NCCL init: its facts explain nothing
             fact = facts(window, ents)
+            if fact is not None and fact[1] == "nccl_ib_error" and any(t.network == "Socket" for t in sc.trackers):
+                fact = None  # NCCL fell back to sockets: its verbs warning was the probe, not the failure
             if fact is not None:
                 line, fid, why, text = fact
                 f = sc.raise_derived(fid, line, [why, text])

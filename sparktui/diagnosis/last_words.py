@@ -243,6 +243,10 @@ _NET_CONTEXT = re.compile(
     r"\baddress\b|MASTER_ADDR|init_process_group|\bgRPC\b|\bGCS\b"
 )
 _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    # NCCL's error level printed from its RDMA transport's own source files (the verbs wrapper, the
+    # IB net plugin): while a communicator never finished init, the RDMA setup is what failed
+    (re.compile(r"\b(?:net_ib|ibvwrap|ibvsymbols|ibvcore)(?:/\w+)?\.c[cu]?:\d+ NCCL WARN\b"),
+     "nccl_ib_error", "an NCCL WARN from its RDMA (IB verbs) transport"),
     # the driver's own allocation failure on unified memory (GB10): no "CUDA out of memory" text
     (re.compile(r"\bNV_ERR_NO_MEMORY\b|\bNVRM\b.*(?i:out of memory|no memory|failed to allocate)"
                 r"|\bcudaErrorMemoryAllocation\b|\bCUDA_ERROR_OUT_OF_MEMORY\b"),

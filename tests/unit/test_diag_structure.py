@@ -455,6 +455,8 @@ def _fact(line):
     # exc_shapes.toml's bf16 message (vLLM's ValueError), printed by a wrapper's logger at ERROR instead
     ("ERROR 06-04 22:38:36 [engine.py:458] Bfloat16 is only supported on GPUs with compute capability of at least "
      "8.0. Your Tesla T4 GPU has compute capability 7.5.", "dtype_unsupported_gpu"),
+    # b/nccl_nccl_1129: NCCL's error level from its verbs wrapper's own source file
+    ("misc/ibvwrap.cc:280 NCCL WARN Call to ibv_create_qp failed", "nccl_ib_error"),
 ])
 def test_structural_facts_name_their_cause_whatever_the_sentence(line, fid):
     assert _fact(line) == fid
@@ -513,3 +515,9 @@ def test_every_rank_through_init_names_no_absent_rank():
     fix = Path(__file__).resolve().parents[1] / "fixtures" / "nccl-2gpu"
     dg = analyse([str(fix / "healthy.rank0.log"), str(fix / "healthy.rank1.log")])
     assert not [f for f in dg.findings if f.id == "nccl_init_hang"]
+
+
+def test_a_verbs_warning_before_nccl_fell_back_to_sockets_is_not_the_failure():
+    # b/nccl_nccl_573: "misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]", then
+    # "Using network Socket"; topology detection is what failed
+    assert named(held_in("b/nccl_nccl_573_wsl2_pci_real_path_topology"))[0] == "nccl_comm_init_failed"
