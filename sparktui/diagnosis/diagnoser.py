@@ -28,7 +28,7 @@ from ..model import (
 from .catalogue import Catalogue, default_catalogue
 from .classifier import SourceScanner
 from .end_phase import default_end_phases
-from .last_words import component, facts, failure, shutdown_before
+from .last_words import ENGINES, component, facts, failure, shutdown_before
 from .milestones import Rules
 from .nccl_ranks import Behind, absent_ranks, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host, versions_differ
 from .ranking import GENERIC_IDS, rank_findings
@@ -240,6 +240,15 @@ class Diagnoser:
             if lw is None:
                 continue
             comp = component(lw, window)
+            if lw.kind == "process death" and comp in ENGINES and "engine_dead" in ents \
+                    and not any(f.severity != "info" for f in sc.findings):
+                # an inference engine's process reported dead in words no pattern knows, and nothing
+                # before it (a stall, a warning) to explain it: the engine's death
+                f = sc.raise_derived("engine_dead", lw.line, [f"{comp}: {lw.text}"],
+                                     title=f"{comp} process died")
+                if f:
+                    out.append(f)
+                continue
             phase = self._phase(sc, lw.line)
             what = f"{lw.exc_class}: {lw.message}" if lw.exc_class else lw.message
             title = f"Unrecognised failure{' in ' + comp if comp else ''}: {what}"

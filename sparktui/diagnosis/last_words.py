@@ -98,6 +98,9 @@ _COMPONENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("llama.cpp", re.compile(r"\bggml\w*|\bllama_\w+|llama\.cpp")),
 )
 
+# the components that are an inference engine (a death there is the engine's death)
+ENGINES = frozenset({"vLLM engine", "SGLang", "TensorRT-LLM"})
+
 
 @dataclass(frozen=True)
 class LastWords:

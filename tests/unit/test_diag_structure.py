@@ -521,3 +521,18 @@ def test_a_verbs_warning_before_nccl_fell_back_to_sockets_is_not_the_failure():
     # b/nccl_nccl_573: "misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]", then
     # "Using network Socket"; topology detection is what failed
     assert named(held_in("b/nccl_nccl_573_wsl2_pci_real_path_topology"))[0] == "nccl_comm_init_failed"
+
+
+def test_an_engine_process_reported_dead_in_unknown_words_is_the_engines_death(tmp_path):
+    # a/sglang_softthinking_10 without its watchdog line: an SGLang scheduler line, then the parent's
+    # report that a child died (by SIGQUIT); no pattern knows the wording, the shape and the
+    # component say it is the engine's death
+    lines = held_in("a/sglang_softthinking_10_watchdog_sigquit")
+    text = Path(lines[0]).read_text(encoding="utf-8").splitlines()
+    keep = [ln for ln in text if not ln.startswith("#") and "Watchdog timeout" not in ln]
+    p = tmp_path / "x.log"
+    p.write_text("\n".join(keep) + "\n", encoding="utf-8")
+    got = [f for f in analyse([str(p)]).findings if f.severity != "info"]
+    assert [f.id for f in got] == ["engine_dead"] and got[0].title == "SGLang process died"
+    # with the watchdog's stall before it, the stall explains the death (test above): no engine_dead
+    assert "engine_dead" not in named(lines)
