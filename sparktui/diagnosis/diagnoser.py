@@ -28,6 +28,7 @@ from ..model import (
 from .catalogue import Catalogue, default_catalogue
 from .classifier import SourceScanner
 from .end_phase import default_end_phases
+from .exc_shapes import default_shapes
 from .last_words import ENGINES, component, facts, failure, shutdown_before
 from .milestones import Rules
 from .nccl_ranks import Behind, absent_ranks, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host, versions_differ
@@ -239,6 +240,18 @@ class Diagnoser:
             lw = failure(window)
             if lw is None:
                 continue
+            if lw.exc_class:
+                # the exception's shape may name an id this source raised only as a suspicion (the
+                # phase the log ended in, a warning): the exception it died of makes it an error
+                fid = default_shapes().classify(lw.exc_class, lw.message)
+                k = next((k for k, f in enumerate(sc.findings) if f.id == fid and f.severity == "warning"), None)
+                if k is not None:
+                    f = sc.findings[k]
+                    sc.findings[k] = replace(f, severity="error", line=lw.line,
+                                             title=self.catalogue[fid].title,
+                                             evidence=(f"the exception it died of: {lw.text}", *f.evidence))
+                    out.append(sc.findings[k])
+                    continue
             comp = component(lw, window)
             if lw.kind == "process death" and comp in ENGINES and "engine_dead" in ents \
                     and not any(f.severity != "info" for f in sc.findings):

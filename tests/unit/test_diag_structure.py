@@ -317,22 +317,21 @@ def test_a_failure_nothing_recognises_is_reported_with_its_class():
 
 
 def test_unrecognised_failure_names_phase_and_component_and_ranks_below_a_recognised_cause():
-    # b/megatron_megatron-deepspeed_338: the store barrier times out; the end-phase reading names the
-    # rendezvous (a warning) and the RuntimeError nothing else names is listed after it
+    # a/sglang_softthinking_10: SGLang's watchdog fires (the stall: a warning), then "Received sigquit
+    # from a child process" ends the log: a death no entry knows, listed after the stall
+    got = [f for f in analyse(held_in("a/sglang_softthinking_10_watchdog_sigquit")).findings if f.severity != "info"]
+    assert [f.id for f in got] == ["suspected_hang", "unrecognised_failure"]
+    ev = " ".join(got[-1].evidence)
+    assert "process death" in ev and "component: SGLang" in ev and "phase: a scheduler stall" in ev
+
+
+def test_the_exception_a_log_died_of_turns_its_phase_suspicion_into_the_cause():
+    # b/megatron_megatron-deepspeed_338: the log ends in the rendezvous (a suspicion) with the store
+    # barrier's RuntimeError (world_size=8, worker_count=4), whose shape is rendezvous_timeout
     got = [f for f in analyse(held_in("b/megatron_megatron-deepspeed_338_store_barrier_half_joined")).findings
            if f.severity != "info"]
-    assert [f.id for f in got] == ["rendezvous_timeout", "unrecognised_failure"]
-    ev = " ".join(got[-1].evidence)
-    assert "exception: RuntimeError" in ev and "phase: the torch.distributed rendezvous" in ev
-    assert "component: torch.distributed" in ev
-
-
-def test_a_childs_sigquit_after_sglangs_watchdog_is_sglangs_death_in_the_stall():
-    # a/sglang_softthinking_10: "Received sigquit from a child process" ends the log
-    f = next(f for f in analyse(held_in("a/sglang_softthinking_10_watchdog_sigquit")).findings
-             if f.id == "unrecognised_failure")
-    ev = " ".join(f.evidence)
-    assert "process death" in ev and "component: SGLang" in ev and "watchdog" in ev
+    assert [(f.id, f.severity) for f in got] == [("rendezvous_timeout", "error")]
+    assert "worker_count=4" in got[0].evidence[0]
 
 
 @pytest.mark.parametrize("line, kind", [
