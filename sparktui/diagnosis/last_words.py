@@ -6,8 +6,9 @@ ERROR/CRITICAL/FATAL, a non-zero exit status, or a death (killed, a fatal signal
 process reported dead).  ``failure`` finds that shape in the last lines of a source; ``facts``
 reads the same window for structural facts that name a catalogue cause whatever the wording
 (an errno of a socket call, the driver's own out-of-memory status, an undefined symbol, a missing
-operator, a dtype the GPU lacks, shared memory that ran out); ``phase`` and ``component`` say where
-it stopped and which layer spoke.
+operator, a dtype the GPU lacks, shared memory that ran out, NCCL's verbs transport warning);
+``component`` says which layer spoke (the diagnoser adds the phase, from the milestones and
+end_phases.toml).
 
 A death printed after a shutdown request (SIGTERM/SIGINT, Ctrl+C, "shutting down") is how a stop
 looks, not a failure: ``shutdown_before`` finds such a request earlier in the window.
@@ -34,8 +35,9 @@ _QUIET_LEVELS = frozenset({"INFO", "DEBUG", "WARNING", "WARN"})
 # torch c10d's own warning/info lines ("[W socket.cpp:401] ...", "[rank0]:[W1129 19:11:59.7 x.cpp:1] ..."):
 # a socket call that failed and was retried another way (IPv6 first, then IPv4) is no failure
 _QUIET_BRACKET = re.compile(r"(?:^|\]:|\s)\[[WI](?:\d{3,4} \d\d:\d\d:\d\d[.\d]*)? [\w./-]+:\d+\]")
-# glog-style severity letters inside brackets, as torch's c10d prints them ("[E1129 19:11:59.7 x.cpp:1]")
-_GLOG_BRACKET = re.compile(
+# error marks inside a line: glog-style severity letters in brackets as torch's c10d and Ray's core
+# print them, NCCL's non-zero return-code trace, MPI's fatal handler
+_ERROR_MARK = re.compile(
     r"(?:^|\]:)\[(?P<lvl>[EF])(?:\d{3,4} \d\d:\d\d:\d\d[.\d]*)? [\w./-]+:\d+\]"  # torch c10d "[E socket.cpp:610]"
     r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [EF] \d+ \d+\]"  # Ray's core "[2025-07-23 10:06:19,681 E 51000 51000]"
     # a non-zero ncclResult_t passed back up to the communicator's init, group, proxy or enqueue
@@ -144,7 +146,7 @@ def read_line(level: str, body: str) -> tuple[str, str, str] | None:
         return ("non-zero exit", "", body) if m.group("code") not in ("0", "-0") else None
     if _DEATH.search(body):
         return "process death", "", body
-    g = _GLOG_BRACKET.search(body)
+    g = _ERROR_MARK.search(body)
     if level in _BAD_LEVELS or g is not None or _STRUCTURED.search(body):
         return "error line", "", body
     w = _LEVEL_WORD.match(body)
