@@ -30,6 +30,7 @@ from . import lineprefix
 from .catalogue import Catalogue, Entry, default_catalogue
 from .end_phase import default_end_phases
 from .exc_shapes import default_shapes, parse as parse_exception
+from .last_words import WINDOW
 from .milestones import MilestoneTracker, Rules, default_rules
 from .nccl_lines import parse_nccl_line, parse_watchdog_line
 from .nccl_ranks import RankTracker
@@ -214,6 +215,7 @@ class SourceScanner:
         self.procs: dict[str, RankTracker] = {}  # "host:pid" -> tracker (a Ray head log holds several)
         self._last_proc: RankTracker = self.nccl
         self.tail: deque[tuple[int, str]] = deque(maxlen=TAIL_LINES)
+        self.window: deque[tuple[int, str]] = deque(maxlen=WINDOW)  # last words (last_words.py)
         self._tb: TracebackTracker | None = None
         self._active_ops_at: int | None = None  # "ACTIVE OPS" was the last line of a batch
         self.last_feed = time.monotonic()
@@ -265,6 +267,7 @@ class SourceScanner:
         self.lineno = base + n
         for i in range(max(0, n - TAIL_LINES), n):
             self.tail.append((base + i + 1, lines[i]))
+        self.window.extend((base + i + 1, lines[i]) for i in range(max(0, n - WINDOW), n))
         return out
 
     def _last_nccl(self, lines: list[str], text: str, base: int) -> None:

@@ -27,9 +27,12 @@ from ..model import (
 )
 from .catalogue import Catalogue, default_catalogue
 from .classifier import SourceScanner
+from .end_phase import default_end_phases
+from .exc_shapes import default_shapes
+from .last_words import ENGINES, component, facts, failure, shutdown_before
 from .milestones import Rules
-from .nccl_ranks import Behind, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host, versions_differ
-from .ranking import rank_findings
+from .nccl_ranks import Behind, absent_ranks, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host, versions_differ
+from .ranking import GENERIC_IDS, rank_findings
 
 
 def _wrap(items: Iterable[Finding | Milestone]) -> list[Event]:
@@ -112,6 +115,8 @@ class Diagnoser:
         out.extend(self._cross_rank())  # first: its findings name the lagging rank
         for sc in self.scanners.values():
             out.extend(sc.finish())
+        self._shutdown_context()
+        out.extend(self._last_words())
         self._one_host()
         return _wrap(out)
 
@@ -145,6 +150,27 @@ class Diagnoser:
             f = sc.raise_derived(fid, b.line, [b.reason, *b.evidence], title=f"Rank {b.rank} is behind: {b.reason}")
             if f:
                 out.append(f)
+        gone = absent_ranks(self.trackers())
+        if gone is not None and not out:
+            t, st, absent = gone
+            sc = self.scanners.get(t.source)
+            if sc is not None and not any(f.severity == "error" and (f.line or 0) > (st.init_start or 0)
+                                          for f in sc.findings):
+                names = ", ".join(map(str, absent[:8])) + (", ..." if len(absent) > 8 else "")
+                waiting = sorted({s.rank for x in self.trackers() for s in x.comms.values()
+                                  if (s.comm_id or f"nranks={s.nranks}") == (st.comm_id or f"nranks={st.nranks}")})
+                # the logs of several ranks, all waiting: the absent ones are proven missing; one
+                # log alone may simply be one node's share of the job (a suspicion)
+                many = len({x.source for x in self.trackers() if x.seen}) >= 2
+                f = sc.raise_derived(
+                    "nccl_init_hang", st.init_start,
+                    [f"comm {st.comm_id or st.comm}: world size {st.nranks}; ranks {', '.join(map(str, waiting))} "
+                     f"started init, rank(s) {names} never appear", *( [f"{t.last_line[0]}: {t.last_line[1]}"]
+                                                                      if t.last_line else [])],
+                    title=f"Rank(s) {names} of {st.nranks} never arrived: NCCL init waits for them",
+                    severity=None if many else "warning")
+                if f:
+                    out.append(f)
         subnets = bootstrap_subnets_differ(self.trackers())
         if subnets:
             first = next(iter(self.scanners.values()))
@@ -159,6 +185,115 @@ class Diagnoser:
             if f:
                 out.append(f)
         return out
+
+    def _shutdown_context(self) -> None:
+        """A death (a consequence: the engine or a worker gone) printed after a shutdown request in
+        the same source's last lines is how a stop looks: info, unless a cause was named there."""
+        ents = self.catalogue.entries
+        for sc in self.scanners.values():
+            if not sc.window:
+                continue
+            first = sc.window[0][0]
+            if any(f.severity == "error" and f.id in ents and not ents[f.id].consequence
+                   and f.id not in GENERIC_IDS for f in sc.findings):
+                continue
+            for k, f in enumerate(sc.findings):
+                e = ents.get(f.id)
+                if e is None or not e.consequence or f.severity == "info" or (f.line or 0) < first:
+                    continue
+                req = shutdown_before(list(sc.window), f.line or 0)
+                if req is not None:
+                    sc.findings[k] = replace(f, severity="info",
+                                             title=f"{f.title} (after a shutdown request, line {req[0]})")
+
+    def _last_words(self) -> list[Finding]:
+        """End of input, when no finding names a cause: a failing source's last lines are read for
+        structure (last_words.py).  A fact there (an errno, the driver's OOM status, an undefined
+        symbol) names its cause; a failure nothing recognises is still reported
+        (``unrecognised_failure``), so a failing log is never silent."""
+        ents = self.catalogue.entries
+        def names_cause(f: Finding) -> bool:
+            e = ents.get(f.id)
+            return f.severity == "error" and e is not None and not e.consequence and f.id not in GENERIC_IDS
+        every = [f for sc in self.scanners.values() for f in sc.findings]
+        if any(map(names_cause, every)):
+            return []
+        out: list[Finding] = []
+        for sc in self.scanners.values():
+            window = list(sc.window)
+            lw = failure(window)
+            stuck = any(True for t in sc.trackers for _ in t.open_inits())
+            if lw is None and not stuck and not any(f.severity == "error" for f in sc.findings):
+                continue  # neither failing nor stopped inside NCCL init: its facts explain nothing
+            fact = facts(window, ents)
+            if fact is not None and fact[1] == "nccl_ib_error" and any(t.network == "Socket" for t in sc.trackers):
+                fact = None  # NCCL fell back to sockets: its verbs warning was the probe, not the failure
+            if fact is not None:
+                line, fid, why, text = fact
+                f = sc.raise_derived(fid, line, [why, text])
+                if f:
+                    out.append(f)
+        if out or any(f.severity == "error" for f in every):
+            return out  # a recognised failure (a dead engine, a traceback, a fact) is not silent
+        for sc in self.scanners.values():
+            window = list(sc.window)
+            lw = failure(window)
+            if lw is None:
+                continue
+            if lw.exc_class:
+                # the exception's shape may name an id this source raised only as a suspicion (the
+                # phase the log ended in, a warning): the exception it died of makes it an error
+                fid = default_shapes().classify(lw.exc_class, lw.message)
+                k = next((k for k, f in enumerate(sc.findings) if f.id == fid and f.severity == "warning"), None)
+                if k is not None:
+                    f = sc.findings[k]
+                    sc.findings[k] = replace(f, severity="error", line=lw.line,
+                                             title=self.catalogue[fid].title,
+                                             evidence=(f"the exception it died of: {lw.text}", *f.evidence))
+                    out.append(sc.findings[k])
+                    continue
+            comp = component(lw, window)
+            if lw.kind == "process death" and comp in ENGINES and "engine_dead" in ents \
+                    and not any(f.severity != "info" for f in sc.findings):
+                # an inference engine's process reported dead in words no pattern knows, and nothing
+                # before it (a stall, a warning) to explain it: the engine's death
+                f = sc.raise_derived("engine_dead", lw.line, [f"{comp}: {lw.text}"],
+                                     title=f"{comp} process died")
+                if f:
+                    out.append(f)
+                continue
+            phase = self._phase(sc, lw.line)
+            what = f"{lw.exc_class}: {lw.message}" if lw.exc_class else lw.message
+            title = f"Unrecognised failure{' in ' + comp if comp else ''}: {what}"
+            if len(title) > 160:
+                title = title[:159] + "…"
+            ev = [f"last words ({lw.kind}): {lw.text}",
+                  f"exception: {lw.exc_class or 'none'}; phase: {phase or 'unknown'}; component: {comp or 'unknown'}"]
+            ev += [f"{n}: {t}" for n, t in window[-5:]]
+            f = sc.raise_derived("unrecognised_failure", lw.line, ev, title=title)
+            if f:
+                out.append(f)
+        return out
+
+    @staticmethod
+    def _phase(sc, line: int) -> str:
+        """The phase a source stopped in: an open start-up phase of its milestones, the phase of the
+        lines around the failure (end_phases.toml), an NCCL init never completed, or the last
+        milestone reached."""
+        op = sc.milestones.open_phase()
+        if op is not None:
+            return op[1]
+        eps = default_end_phases()
+        window = list(sc.window)
+        # the lines nearest the failure first, those after it (how the log ended) next
+        for n, t in [*reversed([x for x in window if x[0] <= line]), *(x for x in window if x[0] > line)]:
+            ph = eps.of_line(t)
+            if ph is not None:
+                return ph.text
+        if any(True for t in sc.trackers for _ in t.open_inits()):
+            return "NCCL communicator setup"
+        reached = sorted(sc.milestones.reached.values(), key=lambda m: m.line or 0)
+        return f"after {reached[-1].id.replace('_', ' ')}" if reached else ""
 
     def _one_host(self) -> None:
         """catalogue ``single_host_ok``: loopback (or a bridge) chosen for NCCL's sockets is only wrong

@@ -401,3 +401,23 @@ def one_host(trackers: list[RankTracker]) -> str | None:
     if sizes:
         return next(iter(hosts)) if max(sizes) <= len(procs) else None
     return next(iter(hosts)) if len(procs) >= 2 else None
+
+
+def absent_ranks(trackers: list[RankTracker]) -> tuple[RankTracker, CommState, list[int]] | None:
+    """A communicator that no rank in these logs completed, and ranks of it (0..nranks-1, the world
+    size every member prints) that no log shows starting it: the ranks the others wait for.
+    (a waiting rank's tracker, its state, the absent ranks), or None."""
+    groups: dict[str, list[tuple[RankTracker, CommState]]] = {}
+    for t in trackers:
+        for st in t.comms.values():
+            if st.nranks >= 2 and st.init_start is not None:
+                groups.setdefault(st.comm_id or f"nranks={st.nranks}", []).append((t, st))
+    for members in groups.values():
+        n = members[0][1].nranks
+        if any(st.init_complete or st.nranks != n for _, st in members):
+            continue  # it completed somewhere (a rank behind, not absent), or not one communicator
+        absent = sorted(set(range(n)) - {st.rank for _, st in members})
+        if absent:
+            t, st = min(members, key=lambda m: m[1].rank)
+            return t, st, absent
+    return None

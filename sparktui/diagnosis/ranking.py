@@ -21,6 +21,8 @@ from ..model import SEVERITY_RANK, Finding
 from .catalogue import Catalogue
 
 GENERIC_IDS = frozenset({"unhandled_exception"})
+# a failure reported only by its shape (last_words.py): after every recognised finding but info
+FALLBACK_IDS = frozenset({"unrecognised_failure"})
 # a cause printed this few lines AFTER its consequence still counts: a C++ library's stderr (NCCL's
 # WARN) and Python's stdout (the traceback) interleave out of order
 INTERLEAVE = 30
@@ -92,6 +94,10 @@ def rank_findings(findings: list[Finding], catalogue: Catalogue, source_order: d
             break
     # a traceback nothing in the catalogue recognises says least: after the named findings
     generic = [1 if f.id in GENERIC_IDS else 0 for f in findings]
+    for k, f in enumerate(findings):
+        if f.id in FALLBACK_IDS and f.severity != "info":
+            eff[k] = SEVERITY_RANK["warning"]  # below the warnings too: generic[k] orders it after them
+            generic[k] = 2
     idx = sorted(
         range(len(findings)),
         key=lambda k: (eff[k], generic[k], d(k), order.get(findings[k].source, 1 << 30), findings[k].line or 0,

