@@ -47,4 +47,6 @@ def run_app(engine: "Engine", args: Any, *, nodes: "Callable[[], Mapping[str, No
         print(f"sparktui-first-paint={app.first_paint_at:.6f}", file=sys.stderr, flush=True)
     if engine.session is not None:
         print(f"sparktui: session recorded in {engine.session.path}", file=sys.stderr)
+    if app.return_code:  # the app died of an exception: Textual restored the terminal, the shell must see it
+        return int(app.return_code)
     return int(result or 0)
