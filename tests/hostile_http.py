@@ -2,8 +2,8 @@
 
 ``serve(get=..., post=...)`` runs one; a route is a function of the request handler that writes the
 answer, made by the builders below (a JSON body, an SSE stream, an endless body, a drip).  Endless
-writers stop when the client goes away or the server stops.  ``run_measured`` runs a command and
-reads that one child's peak RSS (``os.wait4``: not the max over every child the tests ever ran).
+writers stop when the client goes away or the server stops.  ``run_measured`` runs ``python -m MODULE``
+and reads that one program's peak RSS (see ``PEAK_WRAPPER``).
 Shared by tests/security/test_api_server_hostile.py and its property tests; tests/ is on sys.path.
 """
 
@@ -162,19 +162,39 @@ class Measured:
     wall_s: float
 
 
+# ru_maxrss is no measure here: Linux carries the forking parent's peak across exec, so every child
+# of a pytest grown to 200 MB "peaks" at 200 MB.  VmHWM belongs to the exec'd program's memory alone.
+PEAK_WRAPPER = (
+    "import atexit, os, runpy, sys\n"
+    "def _peak():\n"
+    "    with open('/proc/self/status') as f:\n"
+    "        kb = next(ln.split()[1] for ln in f if ln.startswith('VmHWM:'))\n"
+    "    with open(os.environ['PEAK_RSS_FILE'], 'w') as f:\n"
+    "        f.write(kb)\n"
+    "atexit.register(_peak)\n"
+    "mod, sys.argv = sys.argv[1], sys.argv[1:]\n"
+    "runpy.run_module(mod, run_name='__main__', alter_sys=True)\n")
+
+
 def run_measured(argv: list[str], env: dict[str, str], cwd: str, timeout: float = 60.0) -> Measured:
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    """``argv`` is ``[python, "-m", MODULE, *args]``; peak_mb is the program's own VmHWM (inf when it
+    was killed before it could tell)."""
+    python, dash_m, module, *rest = argv
+    assert dash_m == "-m", argv
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile("r") as peak:
         t0 = time.monotonic()
-        p = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, cwd=cwd)
+        p = subprocess.Popen([python, "-c", PEAK_WRAPPER, module, *rest], stdout=out, stderr=err,
+                             stdin=subprocess.DEVNULL, env={**env, "PEAK_RSS_FILE": peak.name}, cwd=cwd)
         killer = threading.Timer(timeout, lambda: os.kill(p.pid, signal.SIGKILL))
         killer.start()
         try:
-            _, status, usage = os.wait4(p.pid, 0)
+            p.wait()
         finally:
             killer.cancel()
-        p.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
         wall = time.monotonic() - t0
         out.seek(0)
         err.seek(0)
+        kb = peak.read().strip()
         return Measured(p.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
-                        usage.ru_maxrss / 1024, wall)
+                        int(kb) / 1024 if kb else float("inf"), wall)

@@ -53,7 +53,7 @@ def scrub(text: str, secret: str | None) -> str:
 
 def server_line(value: object, secret: str | None = None) -> str:
     """One field a server sent (a model id, ``finish_reason``, an error message) as one safe line."""
-    return scrub(safe(value), secret)
+    return scrub(safe(value), secret).replace("\t", " ")  # a tab would shift the columns it is printed in
 
 
 def server_text(value: object, secret: str | None = None) -> str:

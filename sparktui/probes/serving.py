@@ -79,7 +79,8 @@ def parse_models(body: bytes, what: str = "/v1/models") -> tuple[str, ...]:
     data = obj.get("data") if isinstance(obj, dict) else None
     if not isinstance(data, list):
         raise ServingError(f"{what}: no 'data' list of models", kind="malformed")
-    return tuple(server_line(m["id"]) for m in data if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"])
+    ids = (server_line(m["id"]) for m in data if isinstance(m, dict) and isinstance(m.get("id"), str))
+    return tuple(i for i in ids if i.strip())  # an id that is blank once cleaned names nothing to ask for
 
 
 async def server_info(base_url: str, *, api_key: str | None = None, timeout: float = 10.0) -> ServerInfo:
