@@ -4,7 +4,8 @@
 answer, made by the builders below (a JSON body, an SSE stream, an endless body, a drip).  Endless
 writers stop when the client goes away or the server stops.  ``run_measured`` runs ``python -m MODULE``
 and reads that one program's peak RSS (see ``PEAK_WRAPPER``).
-Shared by tests/security/test_api_server_hostile.py and its property tests; tests/ is on sys.path.
+Shared by tests/security/test_api_server_hostile.py, its property and tmux tests, and every peak-memory
+test (run_measured); tests/ is on sys.path.
 """
 
 from __future__ import annotations
