@@ -11,7 +11,7 @@ import sys
 from typing import Callable
 
 from ..config import Config, load_config
-from ..logs.redact import redact
+from ..logs.redact import redact, redact_obj
 from ..logs.sanitize import clean_text, safe
 from ..model import FAIL, ActionEvent
 from .base import Action, ActionContext, ActionResult, cli_confirm
@@ -80,13 +80,14 @@ class _Printer:
 
 def print_result(result: ActionResult, as_json: bool, extra_text: Callable[[ActionResult], str] | None = None,
                  show_findings: bool = True) -> None:
+    # results quote containers' last lines and commands: secrets are masked here, once for every action
     if as_json:
-        print(json.dumps(result.to_json(), indent=2, default=str))
+        print(json.dumps(redact_obj(result.to_json()), indent=2, default=str))
         return
     if extra_text:
         text = extra_text(result)
         if text:
-            print(clean_text(text))
+            print(redact(clean_text(text)))
     for f in (result.findings if show_findings else ()):
         print(f"{f.severity.upper():8} {f.id}: {safe(f.title)}")
         for e in f.evidence[:4]:
