@@ -247,6 +247,7 @@ class ServingSample:
     ttft_mean_all: float | None = None  # since the server started: shown while idle
     e2e_mean_all: float | None = None
     reset: bool = False  # counters went down: the server restarted
+    note: str | None = None  # why some numbers show "–" (the server sent NaN/Inf for them)
     ts: float = field(default_factory=now)
 
 

@@ -64,6 +64,7 @@ class MetricsSnapshot:
     e2e: Histogram | None = None
     itl: Histogram | None = None
     vllm_series: int = 0  # how many vllm:* samples the text held (0: not a vLLM server)
+    unusable: tuple[str, ...] = ()  # vllm:* samples dropped for a NaN/±Inf/absurd value (shown as "–")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,7 @@ def parse(text: str) -> MetricsSnapshot:
     sums: dict[str, float] = {}
     buckets: dict[str, dict[float, float]] = {}
     n_vllm = 0
+    unusable: dict[str, None] = {}  # ordered set
     try:
         for family in text_string_to_metric_families(text):
             for s in family.samples:
@@ -105,9 +107,11 @@ def parse(text: str) -> MetricsSnapshot:
                 try:
                     value = float(s.value)
                 except OverflowError:  # the parser gives a 400-digit integer as an int: absurd, like ±Inf
-                    continue
+                    value = math.inf
                 if not math.isfinite(value) or abs(value) > 1e300:
-                    continue  # NaN/±Inf/absurd: treat as absent so no consumer (widget, events.jsonl) sees it
+                    # NaN/±Inf/absurd: absent, so no consumer (widget, events.jsonl) sees it; named for the note
+                    unusable[s.name] = None
+                    continue
                 sums[s.name] = sums.get(s.name, 0.0) + value
                 if s.name.endswith("_bucket") and "le" in s.labels:
                     le = float(s.labels["le"])
@@ -137,6 +141,7 @@ def parse(text: str) -> MetricsSnapshot:
         **{k: counter(v) for k, v in _COUNTERS.items()},
         **{k: histogram(v) for k, v in _HISTOGRAMS.items()},
         vllm_series=n_vllm,
+        unusable=tuple(unusable)[:8],
     )
 
 
@@ -229,6 +234,11 @@ def rates(prev: MetricsSnapshot, prev_t: float, cur: MetricsSnapshot, cur_t: flo
 def serving_sample(node_name: str, snap: MetricsSnapshot, r: Rates | None, **kw) -> ServingSample:
     """The event for one scrape (``r``: rates since the previous one, None on the first)."""
     error = None if snap.vllm_series else "no vLLM series in /metrics"
+    note = None
+    if snap.unusable:
+        names = ", ".join(n.removeprefix("vllm:") for n in snap.unusable[:3])
+        more = f" and {len(snap.unusable) - 3} more" if len(snap.unusable) > 3 else ""
+        note = f"– : the server sent NaN/Inf/out-of-range for {names}{more}"
     return ServingSample(
         node=node_name, up=True, error=error,
         running=snap.running, waiting=snap.waiting, kv_cache_usage=snap.kv_cache_usage,
@@ -241,7 +251,7 @@ def serving_sample(node_name: str, snap: MetricsSnapshot, r: Rates | None, **kw)
         e2e_mean=r.e2e_mean if r else None, e2e_p90=r.e2e_p90 if r else None,
         itl_mean=r.itl_mean if r else None,
         ttft_mean_all=mean(snap.ttft), e2e_mean_all=mean(snap.e2e),
-        reset=bool(r and r.reset), **kw,
+        reset=bool(r and r.reset), note=note, **kw,
     )
 
 

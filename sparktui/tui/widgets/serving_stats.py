@@ -79,6 +79,8 @@ def numbers(s: "ServingSample") -> Content:
     parts += ["  prompt ", _rate(s.prompt_tps), "  gen ", (_rate(s.generation_tps), "bold"), (" tok/s", "$text-muted")]
     if s.reset:
         parts.append(("  server restarted", "$warning"))
+    if s.note:
+        parts.append(("  " + s.note[:120], "$text-muted"))
     return Content.assemble(*parts)
 
 
