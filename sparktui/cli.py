@@ -169,7 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     lt.add_argument("--duration", type=_lenient(float), metavar="T", help="stop starting requests after T seconds")
     lt.add_argument("--concurrency", type=_lenient(int), default=8, metavar="N", help="requests in flight (default 8)")
     lt.add_argument("--max-tokens", type=_lenient(int), default=64, metavar="K", help="max tokens per answer (default 64)")
-    lt.add_argument("--random-input-len", type=_lenient(int), metavar="L", help="random prompts of about L tokens")
+    lt.add_argument("--random-input-len", type=_lenient(int), metavar="L",
+                    help="random prompts of L tokens as the server counts them (its /tokenize; chat template included)")
     lt.add_argument("--random-output-len", type=_lenient(int), metavar="L",
                     help="answers of exactly L tokens (max_tokens=L, ignore_eos)")
     lt.add_argument("--seed", type=_lenient(int), default=0, help="seed of the random prompts (default 0)")

@@ -4,8 +4,9 @@
 answer, made by the builders below (a JSON body, an SSE stream, an endless body, a drip).  Endless
 writers stop when the client goes away or the server stops.  ``run_measured`` runs ``python -m MODULE``
 and reads that one program's peak RSS (see ``PEAK_WRAPPER``).
-Shared by tests/security/test_api_server_hostile.py, its property and tmux tests, and every peak-memory
-test (run_measured); tests/ is on sys.path.
+Shared by tests/security/test_api_server_hostile.py, its property and tmux tests,
+tests/unit/test_load_test_tokens.py (its hostile /tokenize) and every peak-memory test (run_measured);
+tests/ is on sys.path.
 """
 
 from __future__ import annotations
@@ -58,6 +59,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self._route("POST")
+
+
+def local_config(directory: os.PathLike | str) -> str:
+    """A cluster.toml of one local node, written in ``directory``: enough for `prompt` and `load-test`
+    pointed at a server by $SPARKTUI_API_BASE."""
+    p = os.path.join(directory, "c.toml")
+    with open(p, "w", encoding="utf-8") as f:
+        f.write('[cluster]\nname = "t"\n\n[[node]]\nname = "a"\nbackend = "local"\n')
+    return p
 
 
 @contextmanager

@@ -37,7 +37,8 @@ class RequestRecord:
     ttft: float | None = None
     itl: list[float] = field(default_factory=list)
     latency: float | None = None
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # from usage
+    input_len: int | None = None  # the prompt's length in tokens as counted when it was built
     output_tokens: int | None = None  # from usage; None when the server sent none
     chunks: int = 0  # token chunks received (content or reasoning)
     error_kind: str | None = None  # http_401 / timeout / connection / api / no_token / ...
@@ -120,7 +121,16 @@ def summarize(records: Iterable[RequestRecord], duration: float, *, max_concurre
     for r in failed:
         examples.setdefault(r.error_kind or "error", r.error or "")
     out["error_examples"] = examples
+    out.update(input_lengths(recs))
     return out
+
+
+def input_lengths(records: Iterable[RequestRecord]) -> dict:
+    """The input lengths of the requests sent, in tokens: the server's ``usage.prompt_tokens`` where it
+    answered (the ground truth), else the count made when the prompt was built; None when neither."""
+    lens = [n for r in records if (n := token_count(r.prompt_tokens) or token_count(r.input_len))]
+    return {"mean_input_len": _mean(lens) if lens else None, "min_input_len": min(lens, default=None),
+            "max_input_len": max(lens, default=None)}
 
 
 def table_rows(summary: dict, percentiles: Sequence[float] = PERCENTILES) -> list[tuple[str, list[float]]]:

@@ -20,9 +20,13 @@
   ``_one``) -- reasoning tokens are generated tokens and cost the same.
 - Thinking: the server's default is left alone (vllm bench serve sends nothing either); ``thinking``
   = False sends ``chat_template_kwargs.enable_thinking=false``.
-- Prompts: the fixed set in ``load_prompts.json`` (cycled), or ``random_input_len`` words drawn with
-  ``seed`` (about one token each); ``random_output_len`` sets max_tokens and ``ignore_eos`` as vllm
-  bench does, so every answer has that length.
+- Prompts: the fixed set in ``load_prompts.json`` (cycled), or with ``random_input_len`` L random
+  prompts of L tokens as the server counts them (``random_prompts``: its ``/tokenize``, the chat
+  template included), built with ``seed`` before the clock starts; without ``/tokenize`` random words
+  and a note that the length is approximate.  Each request's input length is what ``usage`` says
+  (else the count made when building it): the summary's ``mean/min/max_input_len``.
+  ``random_output_len`` sets max_tokens and ``ignore_eos`` as vllm bench does, so every answer has
+  that length.
 - Progress goes to ``on_progress(LoadProgress)`` after each request and every ``TICK`` s.
 - Errors by kind: ``http_<status>``, ``timeout``, ``connection``, ``api`` (an error inside the
   stream), ``no_token`` (answered without a single token), ``too_large`` (a body or SSE line past
@@ -45,16 +49,14 @@ from typing import Any, Callable
 from ..probes.api_guard import ServingError, http_client, server_line, token_count, unwrap
 from .base import Action, ActionContext, ActionResult
 from .load_stats import RequestRecord, summarize
+from .random_prompts import Prompts, word_prompt
+from .random_prompts import build as build_prompts
 
 PROMPTS_FILE = Path(__file__).with_name("load_prompts.json")
 TICK = 0.25  # seconds between time-based progress callbacks (duration mode needs them)
 CONNECT_TIMEOUT = 5.0
+PREP_TIMEOUT = 10.0  # seconds for each /tokenize or /detokenize call while building random prompts
 DEFAULT_REQUESTS = 32
-
-_WORDS = ("time", "river", "green", "model", "light", "stone", "paper", "cloud", "north", "quiet", "table", "music",
-          "bread", "winter", "garden", "number", "signal", "window", "orange", "circle", "market", "engine", "silver",
-          "forest", "letter", "bridge", "summer", "yellow", "planet", "doctor", "mirror", "ticket", "castle", "rocket")
-
 
 @dataclass(frozen=True)
 class LoadSpec:
@@ -122,10 +124,6 @@ def fixed_prompts() -> list[str]:
     return list(json.loads(PROMPTS_FILE.read_text(encoding="utf-8"))["prompts"])
 
 
-def random_prompt(rng: random.Random, n_words: int) -> str:
-    return " ".join(rng.choice(_WORDS) for _ in range(n_words))
-
-
 def classify(exc: BaseException, secret: str | None = None) -> tuple[str, str]:
     """(kind, one-line message) of a failed request."""
     import openai
@@ -184,20 +182,27 @@ class LoadRunner:
         self._tasks: list[asyncio.Task] = []
         self._prompts = fixed_prompts()
         self._rng = random.Random(spec.seed)
+        self.inputs: Prompts | None = None  # the random prompts, once built
+        self._prep: asyncio.Task | None = None
 
     def __repr__(self) -> str:  # the key stays out of reprs and tracebacks
         return f"LoadRunner({self.base_url!r}, model={self.model!r})"
 
     # ------------------------------------------------------------------ requests
+    def _template_kwargs(self) -> dict | None:
+        return None if self.spec.thinking is None else {"enable_thinking": self.spec.thinking}
+
     def _request(self, i: int) -> dict:
         s = self.spec
-        if s.random_input_len:
-            text = random_prompt(self._rng, s.random_input_len)
+        if s.random_input_len and self.inputs is not None:
+            text = self.inputs.texts[i % len(self.inputs.texts)]
+        elif s.random_input_len:  # not built (a body looked at outside run()): words
+            text = word_prompt(self._rng, s.random_input_len)
         else:
             text = self._prompts[i % len(self._prompts)]
         extra: dict = {}
-        if s.thinking is not None:
-            extra["chat_template_kwargs"] = {"enable_thinking": s.thinking}
+        if (kwargs := self._template_kwargs()) is not None:
+            extra["chat_template_kwargs"] = kwargs  # /tokenize is asked with the same, so counts agree
         if s.random_output_len:
             extra["ignore_eos"] = True  # vLLM's sampling param: answers run to max_tokens
         return dict(model=self.model, messages=[{"role": "user", "content": text}],
@@ -208,6 +213,8 @@ class LoadRunner:
     async def _one(self, client: Any, i: int) -> RequestRecord:
         t = self.clock()
         rec = RequestRecord(index=i, start=t - self._t0)
+        if self.inputs is not None:
+            rec.input_len = self.inputs.lengths[i % len(self.inputs.lengths)]
         try:
             async with asyncio.timeout(self.spec.timeout):  # the whole request: a drip or pings never end it
                 last = await self._read(client, self._request(i), rec, t)
@@ -304,13 +311,35 @@ class LoadRunner:
         if not self._stopping:
             self._cancelled = self._in_flight
         self._stopping = True
+        if self._prep is not None:
+            self._prep.cancel()
         for t in self._tasks:
             t.cancel()
+
+    async def _prepare(self) -> None:
+        """The random prompts, built before the clock starts (their /tokenize calls are not load)."""
+        s = self.spec
+        assert s.random_input_len
+        count = s.total or max(32, 4 * s.concurrency)  # a duration run cycles them
+        self._prep = asyncio.create_task(build_prompts(
+            self.base_url, self.model, self._key, self._rng, length=s.random_input_len, count=count,
+            chat_template_kwargs=self._template_kwargs(), timeout=min(s.timeout, PREP_TIMEOUT)))
+        try:
+            self.inputs = await self._prep
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if not self._stopping or (me is not None and me.cancelling()):
+                raise
+            # stop() while building: the pool below takes no request
+        finally:
+            self._prep = None
 
     async def run(self) -> LoadResult:
         import openai
 
         s = self.spec
+        if s.random_input_len and self.inputs is None and not self._stopping:
+            await self._prepare()
         timeout = openai.Timeout(s.timeout, connect=min(CONNECT_TIMEOUT, s.timeout))
         client = openai.AsyncOpenAI(base_url=self.base_url + "/v1", api_key=self._key or "EMPTY", max_retries=0,
                                     timeout=timeout, http_client=http_client(timeout=timeout))
@@ -351,7 +380,9 @@ class LoadRunner:
         result = LoadResult(s, self.records, duration, cancelled=self._cancelled,
                             stopped=self._stopping)
         result.summary = summarize(self.records, duration, max_concurrency=s.concurrency)
-        result.summary.update(model=self.model, base_url=self.base_url, cancelled=result.cancelled)
+        result.summary.update(model=self.model, base_url=self.base_url, cancelled=result.cancelled,
+                              random_input_len=s.random_input_len,
+                              input_len_note=self.inputs.note if self.inputs is not None else "")
         return result
 
 
@@ -403,4 +434,8 @@ class LoadTestAction(Action):
         text = (f"{s['completed']} completed, {s['failed']} failed in {s['duration']:.1f} s: "
                 f"{s['request_throughput']:.2f} req/s, {s['output_throughput']:.1f} tok/s, "
                 f"p99 TTFT {s['p99_ttft_ms']:.0f} ms, p99 E2EL {s['p99_e2el_ms']:.0f} ms")
+        if s.get("random_input_len") and s.get("mean_input_len") is not None:
+            text += f", input {s['mean_input_len']:.0f} tokens a request ({s['random_input_len']} asked)"
+        if s.get("input_len_note"):
+            text += f"; {s['input_len_note']}"
         return ActionResult(self.name, ok=s["failed"] == 0 and s["completed"] > 0, summary=text, data=s)

@@ -57,8 +57,10 @@ def text_report(summary: dict, note: str, plot: str) -> str:
              f"duration    {s['duration']:.2f} s",
              f"throughput  {s['request_throughput']:.2f} req/s, {s['output_throughput']:.1f} output tok/s, "
              f"{s['total_token_throughput']:.1f} total tok/s",
-             f"tokens      {s['total_input_tokens']} in, {s['total_output_tokens']} out",
-             ""]
+             f"tokens      {s['total_input_tokens']} in, {s['total_output_tokens']} out"]
+    if (line := input_line(s)) is not None:
+        lines.append(line)
+    lines.append("")
     head = ["ms", "mean", "median"] + [f"p{int(p)}" for p in PERCENTILES]
     lines.append(f"{head[0]:<6}" + "".join(f"{h:>10}" for h in head[1:]))
     for name, vals in table_rows(s):
@@ -71,6 +73,18 @@ def text_report(summary: dict, note: str, plot: str) -> str:
     if plot:
         lines += ["", plot.rstrip("\n")]
     return "\n".join(lines)
+
+
+def input_line(s: dict) -> str | None:
+    """``input       16.0 tokens a request (min 16, max 16), 16 asked``: the lengths actually sent."""
+    mean, asked, note = s.get("mean_input_len"), s.get("random_input_len"), s.get("input_len_note")
+    if mean is None and not asked:
+        return None
+    text = "unknown" if mean is None else \
+        f"{mean:.1f} tokens a request (min {s.get('min_input_len')}, max {s.get('max_input_len')})"
+    if asked:
+        text += f", {asked} asked"
+    return f"input       {text}" + (f"; {note}" if note else "")
 
 
 async def _run(config, spec, bar):

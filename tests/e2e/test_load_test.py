@@ -58,3 +58,21 @@ def test_load_test_server_down_is_counted_by_kind(real_serving):
     assert "Traceback" not in r.stderr and r.returncode == 1
     s = json.loads(r.stdout)
     assert s["completed"] == 0 and s["errors"] == {"connection": 3}
+
+
+@pytest.mark.parametrize("length", [16, 64, 200])
+def test_random_input_len_is_what_the_server_prefills(real_serving, length):
+    """Issue 32 item 3: the tiny model's tokenizer made ~5 tokens of each random word (16 -> 89,
+    64 -> 314, and 200 past its 512-token context: a 400 for every request).  Built with the
+    server's /tokenize, usage.prompt_tokens (the chat template included) is L."""
+    r = real_serving.cli("load-test", "--requests", "8", "--concurrency", "4", "--max-tokens", "16",
+                         "--random-input-len", str(length), "--json")
+    _no_key(real_serving, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert r.returncode == 0, r.stderr[-2000:] + r.stdout[-2000:]
+    s = json.loads(r.stdout)
+    assert s["completed"] == 8 and s["failed"] == 0 and s["errors"] == {}
+    assert s["random_input_len"] == length and s["input_len_note"] == ""
+    assert abs(s["mean_input_len"] - length) <= 1, s
+    assert length - 1 <= s["min_input_len"] <= s["max_input_len"] <= length + 1, s
+    assert abs(s["total_input_tokens"] - 8 * length) <= 8

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hostile_http import (HOSTILE, chunk, drip, endless, json_reply, models, raw, run_measured, serve, sse)
+from hostile_http import (HOSTILE, chunk, drip, endless, json_reply, local_config, models, raw, run_measured, serve,
+                          sse)
 from sparktui.cli import main as cli
 from sparktui.probes.serving import ServingError, chat
 
@@ -34,10 +35,8 @@ def _clean(text: str) -> None:
 
 @pytest.fixture
 def cfg(tmp_path, monkeypatch):
-    p = tmp_path / "c.toml"
-    p.write_text('[cluster]\nname = "t"\n\n[[node]]\nname = "a"\nbackend = "local"\n')
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    return str(p)
+    return local_config(tmp_path)
 
 
 def _cli(capsys, monkeypatch, url: str, *argv: str) -> tuple[int, str, str]:
