@@ -87,6 +87,10 @@ class SparkApp(App[int]):
         self.shared_timeline = timeline
         self.operator = timeline.operator if timeline is not None else operator_id()
 
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        # a user's theme without it still parses; the shipped themes each set a readable one
+        return {**super().get_theme_variable_defaults(), "state-stopped": "#8B949E"}
+
     def get_line_filters(self):
         # every strip passes TerminalSafe last: no control character from node data reaches the tty
         return [*super().get_line_filters(), self._terminal_safe]

@@ -1,0 +1,69 @@
+"""Issue 32, TUI items: zoom (8), state colours readable in every theme (9), help/palette/prompt/load-test
+details (11)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import screen_text, wait_for
+from textual.widgets import DataTable
+
+from sparktui.tui.screens.help import HelpScreen
+from sparktui.tui.themes import load_themes
+
+STATE_CLASSES = ("state--running", "state--stopped", "state--other")
+
+
+def _luminance(rgb: tuple[int, int, int]) -> float:
+    """WCAG 2.x relative luminance of an sRGB colour."""
+    def lin(c: int) -> float:
+        c = c / 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (lin(c) for c in rgb)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(fg: tuple[int, int, int], bg: tuple[int, int, int]) -> float:
+    hi, lo = sorted((_luminance(fg), _luminance(bg)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+# ------------------------------------------------------------------ item 8: zoom
+async def test_z_zooms_the_active_pane_and_z_or_escape_restores(make_app):
+    app = make_app(t=30)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = app.screen
+        await pilot.press("2")
+        pane = screen.active_pane
+        assert pane.node == "spark2"
+        await pilot.press("z")
+        await wait_for(pilot, lambda: screen.maximized is pane, "pane maximized")
+        await pilot.pause()
+        assert pane.size.width >= 190  # it fills the screen (less the maximized padding)
+        assert not screen.panes[0].region  # the other pane is not shown
+        await pilot.press("z")
+        await wait_for(pilot, lambda: screen.maximized is None, "restored by z")
+        await pilot.press("z")
+        await wait_for(pilot, lambda: screen.maximized is pane, "maximized again")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: screen.maximized is None, "restored by escape")
+        await pilot.pause()
+        assert screen.panes[0].region and pane.size.width < 200
+
+
+# ------------------------------------------------------------------ item 9: contrast
+@pytest.mark.parametrize("theme", sorted(load_themes()))
+async def test_every_container_state_is_readable_in_every_theme(make_app, theme):
+    """The colour a state cell is painted in (the pane's component style, as the table gets it)
+    against the containers table's background: WCAG AA for normal text, 4.5:1."""
+    app = make_app(t=20, theme=theme)
+    async with app.run_test(size=(120, 40)):
+        assert app.theme == theme
+        pane = app.screen.panes[0]
+        _, bg = pane.query_one(DataTable).background_colors
+        for cls in STATE_CLASSES:
+            style = pane.get_component_rich_style(cls, partial=True)
+            assert style.color is not None, f"{theme} {cls}: no colour"
+            fg = style.color.get_truecolor()
+            ratio = contrast((fg.red, fg.green, fg.blue), (bg.r, bg.g, bg.b))
+            assert ratio >= 4.5, f"{theme} {cls}: {style.color.name} on {bg.hex} is {ratio:.2f}:1"
