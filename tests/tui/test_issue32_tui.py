@@ -67,3 +67,38 @@ async def test_every_container_state_is_readable_in_every_theme(make_app, theme)
             fg = style.color.get_truecolor()
             ratio = contrast((fg.red, fg.green, fg.blue), (bg.r, bg.g, bg.b))
             assert ratio >= 4.5, f"{theme} {cls}: {style.color.name} on {bg.hex} is {ratio:.2f}:1"
+
+
+# ------------------------------------------------------------------ item 11: help, palette
+async def test_help_lists_only_the_node_keys_of_this_cluster(make_app):
+    app = make_app(t=30)  # the demo pair
+    async with app.run_test(size=(120, 70)) as pilot:
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), "help screen")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "Node 1" in text and "Node 2" in text
+        assert "Node 3" not in text and "Node 4" not in text
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen), "help closed")
+        # and the key does nothing rather than being listed by Textual's keys panel
+        assert app.screen.check_action("select_node", (2,)) is False
+        assert app.screen.check_action("select_node", (1,)) is True
+
+
+async def test_palette_entries_all_carry_a_group(make_app):
+    """Textual's built-in entries (Theme, Keys, Screenshot, ...) are told apart from sparktui's."""
+    from textual.command import CommandList, CommandPalette
+
+    app = make_app(t=30)
+    async with app.run_test(size=(120, 60)) as pilot:
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette)
+                       and app.screen.query_one(CommandList).option_count > 10, "palette entries")
+        await pilot.pause()
+        options = app.screen.query_one(CommandList)
+        titles = [str(options.get_option_at_index(i).prompt).split("\n")[0] for i in range(options.option_count)]
+        groups = {t.split(":", 1)[0] for t in titles}
+        assert groups <= {"view", "node", "action", "system"}, titles
+        assert "system: Theme" in titles and "system: Keys" in titles
+        assert sum(t.endswith(": Quit") for t in titles) == 1  # one Quit, sparktui's
