@@ -146,6 +146,15 @@ def table_rows(summary: dict, percentiles: Sequence[float] = PERCENTILES) -> lis
     return rows
 
 
+NO_VALUE = "–"  # a latency no completed request measured (the JSON keeps vllm bench serve's 0.0)
+
+
+def table_cells(summary: dict, percentiles: Sequence[float] = PERCENTILES) -> list[tuple[str, list[str]]]:
+    """``table_rows`` as text for the CLI and the TUI: ms to 0.1, "–" when nothing completed."""
+    none = summary.get("completed", 0) == 0
+    return [(name, [NO_VALUE if none else f"{v:.1f}" for v in vals]) for name, vals in table_rows(summary, percentiles)]
+
+
 def latency_plot(records: Iterable[RequestRecord], width: int = 80, height: int = 16, *, color: bool = True) -> str:
     """TTFT and E2EL (ms) of each successful request against its start time in the run (s)."""
     try:

@@ -47,7 +47,7 @@ class _Bar:
 
 
 def text_report(summary: dict, note: str, plot: str) -> str:
-    from ..actions.load_stats import PERCENTILES, table_rows
+    from ..actions.load_stats import PERCENTILES, table_cells
 
     s = summary
     lines = [f"target      {note}",
@@ -63,8 +63,8 @@ def text_report(summary: dict, note: str, plot: str) -> str:
     lines.append("")
     head = ["ms", "mean", "median"] + [f"p{int(p)}" for p in PERCENTILES]
     lines.append(f"{head[0]:<6}" + "".join(f"{h:>10}" for h in head[1:]))
-    for name, vals in table_rows(s):
-        lines.append(f"{name:<6}" + "".join(f"{v:>10.1f}" for v in vals))
+    for name, cells in table_cells(s):
+        lines.append(f"{name:<6}" + "".join(f"{c:>10}" for c in cells))
     if s["errors"]:
         lines.append("")
         lines.append("errors      " + ", ".join(f"{k} {v}" for k, v in s["errors"].items()))

@@ -33,8 +33,8 @@ def _stats(a) -> str:
     parts = [f"finish_reason {a.finish_reason}"]
     if a.ttft_s is not None:
         parts.append(f"ttft {a.ttft_s * 1000:.0f} ms")
-    if a.tokens_per_s is not None:
-        parts.append(f"{a.tokens_per_s:.1f} tok/s")
+    if a.shown_rate is not None:
+        parts.append(f"{a.shown_rate:.1f} tok/s")
     toks = f"tokens: prompt {a.prompt_tokens}, completion {a.completion_tokens}"
     if a.reasoning_tokens is not None:
         toks += f" (reasoning {a.reasoning_tokens})"

@@ -31,6 +31,9 @@ class ServerInfo:
     models: tuple[str, ...] = ()
 
 
+RATE_MIN_TOKENS = 16  # generated tokens below which a tok/s figure is noise
+
+
 @dataclass(frozen=True)
 class ChatAnswer:
     model: str
@@ -44,6 +47,14 @@ class ChatAnswer:
     completion_tokens: int | None = None
     reasoning_tokens: int | None = None
     tool_calls: tuple[dict, ...] = field(default_factory=tuple)
+
+    @property
+    def shown_rate(self) -> float | None:
+        """tok/s worth printing: from RATE_MIN_TOKENS generated tokens up (a 5-token answer's rate is
+        mostly the first token's latency).  The JSON keeps the measured ``tokens_per_s``."""
+        if self.tokens_per_s is None or (self.completion_tokens or 0) < RATE_MIN_TOKENS:
+            return None
+        return self.tokens_per_s
 
     def to_json(self) -> dict:
         d = asdict(self)

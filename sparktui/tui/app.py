@@ -12,10 +12,10 @@ import gc
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from textual import events
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.geometry import Size
 
 from ..actions import registry
@@ -23,7 +23,7 @@ from ..actions.shared_timeline import operator_id
 from . import keymap
 from .action_screens import screen_for
 from .messages import EngineUpdated, OpenAction
-from .palette import SparkCommands
+from .palette import SYSTEM_GROUP, SparkCommands
 from .screens.help import HelpScreen
 from .screens.main import MainScreen
 from .screens.timeline import NoteModal, TimelineScreen
@@ -86,6 +86,17 @@ class SparkApp(App[int]):
         # the cluster's shared timeline on the head (actions/shared_timeline.TimelineWriter), live TUI only
         self.shared_timeline = timeline
         self.operator = timeline.operator if timeline is not None else operator_id()
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        # a user's theme without it still parses; the shipped themes each set a readable one
+        return {**super().get_theme_variable_defaults(), "state-stopped": "#8B949E"}
+
+    def get_system_commands(self, screen) -> Iterable[SystemCommand]:
+        """Textual's own palette entries (theme, keys, screenshot, ...) under a group of their own, so
+        they read apart from sparktui's view:/node:/action: ones; its Quit is sparktui's "view: Quit"."""
+        for cmd in super().get_system_commands(screen):
+            if cmd.title != "Quit":
+                yield cmd._replace(title=f"{SYSTEM_GROUP}: {cmd.title}")
 
     def get_line_filters(self):
         # every strip passes TerminalSafe last: no control character from node data reaches the tty
@@ -250,7 +261,7 @@ class SparkApp(App[int]):
     # ------------------------------------------------------------------ actions (registry: scope "app")
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(self.read_only, self._keys_by_id()))
+            self.push_screen(HelpScreen(self.read_only, self._keys_by_id(), len(self.engine.config.nodes)))
 
     def _keys_by_id(self) -> dict[str, str]:
         out = {}

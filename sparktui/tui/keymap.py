@@ -83,6 +83,19 @@ def footer_label(action: str) -> str:
     return action.removesuffix("-image").replace("-", " ").capitalize()
 
 
+def node_index(e: Entry) -> int | None:
+    """The pane a "select_node(i)" binding selects, else None."""
+    if e.action.startswith("select_node(") and e.action.endswith(")"):
+        arg = e.action[len("select_node("):-1]
+        return int(arg) if arg.isdigit() else None
+    return None
+
+
+def for_cluster(node_count: int) -> list[Entry]:
+    """The entries that apply to a cluster of ``node_count`` nodes: no "Node 3" key on a pair."""
+    return [e for e in entries() if (i := node_index(e)) is None or i < node_count]
+
+
 def bindings(scope: str) -> list[Binding]:
     return [e.binding() for e in entries() if e.scope == scope]
 

@@ -22,7 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Input, Label, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
-from ..actions.load_stats import PERCENTILES, latency_plot, table_rows
+from ..actions.load_stats import PERCENTILES, latency_plot, table_cells
 from ..actions.load_test import LoadProgress, LoadSpec
 from .messages import ActionDone, ActionProgress
 from .screens.action import RunsActions
@@ -163,8 +163,8 @@ class LoadTestScreen(RunsActions, Screen[None]):
                                       f"{s['output_throughput']:.1f} tok/s", (errors, "$error")))
         table = self.query_one(DataTable)
         table.clear()
-        for name, vals in table_rows(s):
-            table.add_row(name, *(f"{v:.1f}" for v in vals), key=name)
+        for name, cells in table_cells(s):
+            table.add_row(name, *cells, key=name)
         plot = self.query_one("#lt-plot", Static)
         width = max(40, (plot.size.width or self.size.width) - 2)
         plot.update(Text.from_ansi(latency_plot(load.records, width, 16)))

@@ -1,5 +1,6 @@
 """The command palette: the same registry as the footer and help, with prefixes
-``view:`` ``node:`` ``action:``, plus one entry per node and per log source."""
+``view:`` ``node:`` ``action:``, plus one entry per node and per log source.  Textual's own entries
+come under ``system:``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from . import keymap
 
 if TYPE_CHECKING:
     from .app import SparkApp
+
+SYSTEM_GROUP = "system"  # Textual's built-in entries (app.get_system_commands); sparktui's are view/node/action
 
 
 class SparkCommands(Provider):

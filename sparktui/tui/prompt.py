@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.message import Message
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Static
 from textual.worker import Worker, WorkerState
 
@@ -80,6 +80,53 @@ class HistoryInput(Input):
         self.cursor_position = len(self.value)
 
 
+MAX_TOKENS_LIMIT = 1_000_000  # far past any model's context: a typo, not a budget
+
+
+def parse_max_tokens(text: str) -> int | None:
+    """The prompt screen's max tokens field: empty is the server's limit; else a whole number
+    1..MAX_TOKENS_LIMIT, or ValueError with a one-line reason."""
+    text = text.strip().replace(",", "").replace("_", "")
+    if not text:
+        return None
+    if not text.isdigit() or not 1 <= int(text) <= MAX_TOKENS_LIMIT:
+        raise ValueError(f"max tokens must be a whole number from 1 to {MAX_TOKENS_LIMIT:,} (empty: the server's limit)")
+    return int(text)
+
+
+class MaxTokensModal(ModalScreen["int | None | bool"]):
+    """Max tokens for the next prompts: Enter sets it (empty: the server's limit), Esc keeps it
+    (dismissed with False); a bad number is said under the field and the box stays open."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="max-tokens-cancel")]
+
+    def __init__(self, current: int | None) -> None:
+        super().__init__()
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog max-tokens"):
+            yield Static("Max tokens per answer (Enter: set, empty: the server's limit, Esc: keep)",
+                         classes="dialog-title")
+            yield Input(str(self.current or ""), placeholder="server limit", id="max-tokens-input")
+            yield Static(id="max-tokens-error")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        try:
+            value = parse_max_tokens(event.value)
+        except ValueError as exc:
+            self.query_one("#max-tokens-error", Static).update(Content.styled(str(exc), "$error"))
+            return
+        self.dismiss(value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
 class PromptScreen(RunsActions, Screen[None]):
     BINDINGS = [
         Binding("escape", "back", "Back / cancel", id="prompt-back"),
@@ -87,6 +134,7 @@ class PromptScreen(RunsActions, Screen[None]):
         Binding("ctrl+n", "canned", "Canned", id="prompt-canned"),
         Binding("ctrl+o", "stream", "Stream on/off", id="prompt-stream"),
         Binding("ctrl+r", "more_tokens", "More tokens", id="prompt-more"),
+        Binding("ctrl+l", "max_tokens", "Max tokens", id="prompt-max-tokens"),  # ctrl+k is the Input's
     ]
 
     def __init__(self, entry=None, action_cls=None, make_context=None) -> None:
@@ -205,6 +253,7 @@ class PromptScreen(RunsActions, Screen[None]):
         canned = self.canned[self.canned_pos] if self.canned_pos >= 0 else None
         parts = [("thinking ", "$text-muted"), (THINKING[self.thinking], "bold"), ("  (Ctrl+T)   ", "$text-muted"),
                  ("max tokens ", "$text-muted"), (str(self.max_tokens or "server limit"), "bold"),
+                 ("  (Ctrl+L)", "$text-muted"),
                  ("   stream ", "$text-muted"), ("on" if self.stream else "off", "bold"), ("  (Ctrl+O)", "$text-muted")]
         if canned is not None:
             parts += [("   canned ", "$text-muted"), (canned.name, "bold"), (f": {canned.what}", "$text-muted")]
@@ -322,6 +371,15 @@ class PromptScreen(RunsActions, Screen[None]):
         self._show_options()
         inp.focus()
 
+    def action_max_tokens(self) -> None:
+        self.app.push_screen(MaxTokensModal(self.max_tokens), self._set_max_tokens)
+
+    def _set_max_tokens(self, value: "int | None | bool") -> None:
+        if value is not False:  # False: Esc, the budget stays
+            self.max_tokens = value  # type: ignore[assignment]
+            self._show_options()
+        self.query_one(HistoryInput).focus()
+
     def action_more_tokens(self) -> None:
         """After a 'length' finish: four times the tokens, the same prompt again."""
         base = self.max_tokens or (self.answer.completion_tokens if self.answer else None) or 256
@@ -335,8 +393,8 @@ def _stats(a: "ChatAnswer") -> Content:
     parts: list = [("finish ", "$text-muted"), (str(a.finish_reason), "bold")]
     if a.ttft_s is not None:
         parts += [("   ttft ", "$text-muted"), (f"{a.ttft_s * 1000:.0f} ms", "bold")]
-    if a.tokens_per_s is not None:
-        parts += [("   ", ""), (f"{a.tokens_per_s:.1f}", "bold"), (" tok/s", "$text-muted")]
+    if a.shown_rate is not None:
+        parts += [("   ", ""), (f"{a.shown_rate:.1f}", "bold"), (" tok/s", "$text-muted")]
     parts += [("   tokens: prompt ", "$text-muted"), (str(a.prompt_tokens), "bold"),
               (", completion ", "$text-muted"), (str(a.completion_tokens), "bold")]
     if a.reasoning_tokens is not None:

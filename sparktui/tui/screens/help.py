@@ -14,13 +14,15 @@ from .. import keymap
 SCOPE_TITLES = {"app": "Everywhere", "main": "Node panes and logs"}
 
 
-def help_content(read_only: bool, keys_for: dict[str, str] | None = None) -> Content:
-    """The help text.  ``keys_for`` maps binding id -> keys after the user's keymap."""
+def help_content(read_only: bool, keys_for: dict[str, str] | None = None, node_count: int | None = None) -> Content:
+    """The help text.  ``keys_for`` maps binding id -> keys after the user's keymap; ``node_count``
+    leaves out the keys of panes the cluster does not have."""
     keys_for = keys_for or {}
     lines: list[Content] = []
+    shown_entries = keymap.entries() if node_count is None else keymap.for_cluster(node_count)
     for scope, title in SCOPE_TITLES.items():
         lines.append(Content.styled(title, "bold $accent"))
-        for e in keymap.entries():
+        for e in shown_entries:
             if e.scope != scope:
                 continue
             keys = keys_for.get(e.id, e.keys)
@@ -43,15 +45,17 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,question_mark,f1,q", "dismiss", "Close", id="help-close"),
     ]
 
-    def __init__(self, read_only: bool = False, keys_for: dict[str, str] | None = None) -> None:
+    def __init__(self, read_only: bool = False, keys_for: dict[str, str] | None = None,
+                 node_count: int | None = None) -> None:
         super().__init__()
         self.read_only = read_only
         self.keys_for = keys_for
+        self.node_count = node_count
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog help"):
             yield Static("sparktui — keys", classes="dialog-title")
-            yield Static(help_content(self.read_only, self.keys_for), id="help-body")
+            yield Static(help_content(self.read_only, self.keys_for, self.node_count), id="help-body")
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)

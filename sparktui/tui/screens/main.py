@@ -241,6 +241,8 @@ class MainScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "guided" and parameters:
             return self.app.action_allowed(str(parameters[0]))
+        if action == "select_node" and parameters:  # no "Node 3" key (nor its keys panel row) on a pair
+            return isinstance(parameters[0], int) and parameters[0] < len(self.app.engine.config.nodes)
         return True
 
     # ------------------------------------------------------------------ findings -> log

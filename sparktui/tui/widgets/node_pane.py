@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 class NodePane(Vertical):
     COMPONENT_CLASSES = {"state--running", "state--stopped", "state--other"}
+    ALLOW_MAXIMIZE = True  # `z` zooms the pane; Textual only maximizes focusable widgets by default
 
     def __init__(self, node: str, store: "LogStore", *, role: str = "", default_source: str = "",
                  gpu_mem_util: float | None = None, fabric_if: str | None = None, clock: Callable[[], float],
