@@ -50,8 +50,9 @@ class ConfirmModal(YesNoModal):
             # the title and detail can carry node data (paths, names): plain text, not markup
             yield Static(Content(self.title_text), classes="dialog-title")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Yes [y]", id="yes", variant="error")
-                yield Button("No [n]", id="no", variant="primary")
+                # Content, not a str: a str label is markup, where "[y]" is a tag and vanishes
+                yield Button(Content("Yes [y]"), id="yes", variant="error")
+                yield Button(Content("No [n]"), id="no", variant="primary")
             if self.full:
                 yield Static(self._hint(), classes="dialog-keys")
             with VerticalScroll(classes="dialog-body", can_focus=False):
