@@ -318,6 +318,8 @@ async def test_launch_confirm_summary_lines_buttons_on_screen_full_commands_behi
             region = modal.query_one(button).region
             assert _inside(region, size), (button, region)
             assert modal.query_one(button).label.plain in ("Yes [y]", "No [n]")
+        yes, keys, body = (modal.query_one(q).region for q in ("#yes", ".dialog-keys", ".dialog-body"))
+        assert body.bottom <= yes.y and yes.bottom <= keys.y  # nothing drawn over the buttons or the keys
         text = screen_text(app)
         assert "Yes [y]" in text and "No [n]" in text
         assert "spark1" in text and "head" in text and "worker" in text and "vllm/mp" in text

@@ -49,12 +49,13 @@ class ConfirmModal(YesNoModal):
         with Vertical(classes="dialog" + (" -has-full" if self.full else "")):
             # the title and detail can carry node data (paths, names): plain text, not markup
             yield Static(Content(self.title_text), classes="dialog-title")
-            with Horizontal(classes="dialog-buttons"):
-                # Content, not a str: a str label is markup, where "[y]" is a tag and vanishes
-                yield Button(Content("Yes [y]"), id="yes", variant="error")
-                yield Button(Content("No [n]"), id="no", variant="primary")
-            if self.full:
-                yield Static(self._hint(), classes="dialog-keys")
+            with Vertical(classes="dialog-foot"):  # one dock: two docks at one edge overlap
+                with Horizontal(classes="dialog-buttons"):
+                    # Content, not a str: a str label is markup, where "[y]" is a tag and vanishes
+                    yield Button(Content("Yes [y]"), id="yes", variant="error")
+                    yield Button(Content("No [n]"), id="no", variant="primary")
+                if self.full:
+                    yield Static(self._hint(), classes="dialog-keys")
             with VerticalScroll(classes="dialog-body", can_focus=False):
                 if self.detail:
                     yield Static(Content(self.detail), classes="dialog-detail")
