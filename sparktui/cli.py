@@ -145,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
                            help="remove a stale container with the cluster's name first (else refused)")
             a.add_argument("--timeout", type=float, default=None,
                            help="seconds to wait for the API (default: cluster.ready_timeout)")
+            a.add_argument("--verbose", "-v", action="store_true",
+                           help="show the full docker run commands with the plan (even with --yes)")
         if name == "push-image":
             a.add_argument("--image", help="image to push (default: cluster.hybrid_image or cluster.image)")
             a.add_argument("--from", dest="source", help="source node (default: the head)")

@@ -25,7 +25,7 @@ from ..nodes.base import Node
 from . import registry
 from .errors import ActionFailed, ActionRefused  # defined below lock.py, which raises them; imported from here
 
-ConfirmFn = Callable[[str, str], Awaitable[bool]]  # (title, detail) -> yes?
+ConfirmFn = Callable[..., Awaitable[bool]]  # (title, detail[, full]) -> yes?
 
 
 @dataclass
@@ -112,15 +112,17 @@ class ActionContext:
         if self.timeline is not None:  # queued, never awaited: the action does not wait on the head
             self.timeline.action(ev)
 
-    async def confirm(self, title: str, detail: str = "") -> bool:
-        """Ask before something destructive.  Read-only refuses; --yes accepts."""
+    async def confirm(self, title: str, detail: str = "", *, full: str = "") -> bool:
+        """Ask before something destructive.  Read-only refuses; --yes accepts.  ``full``: what the
+        detail summarises (exact commands), shown only on request (TUI ``v``, CLI ``--verbose``)."""
         if self.read_only:
             raise ActionRefused(f"{title}: refused in read-only mode")
         if self.assume_yes:
             return True
         if self._confirm is None:
             raise ActionRefused(f"{title}: needs confirmation (pass --yes)")
-        return await self._confirm(title, detail)
+        # a face's confirm that takes (title, detail) only still works for a question without details
+        return await (self._confirm(title, detail, full) if full else self._confirm(title, detail))
 
     def on_cleanup(self, fn: Callable[[], Awaitable[None]]) -> None:
         self._cleanups.append(fn)
@@ -252,13 +254,20 @@ class Action:
                 ctx.lock = None
 
 
-async def cli_confirm(title: str, detail: str = "") -> bool:
+def confirmation_text(title: str, detail: str = "", full: str = "", *, verbose: bool = False) -> str:
+    """A question as the CLI prints it: ``full`` (exact commands) with ``verbose``, else only named."""
+    hint = "(--verbose shows the full commands)" if full and not verbose else ""
+    return "\n".join(x for x in (title, detail, full if verbose else "", hint) if x)
+
+
+async def cli_confirm(title: str, detail: str = "", full: str = "", *, verbose: bool = False) -> bool:
     """A y/N prompt on the terminal (the CLI face).  No TTY means no."""
     import sys
 
     if not sys.stdin or not sys.stdin.isatty():
         return False
     loop = asyncio.get_running_loop()
-    prompt = f"{title}\n{detail}\nProceed? [y/N] " if detail else f"{title} [y/N] "
+    text = confirmation_text(title, detail, full, verbose=verbose)
+    prompt = f"{text}\nProceed? [y/N] " if text != title else f"{title} [y/N] "
     answer = await loop.run_in_executor(None, lambda: input(prompt))
     return answer.strip().lower() in ("y", "yes")

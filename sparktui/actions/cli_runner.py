@@ -5,6 +5,7 @@ which cleans up after itself before the process exits (130)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import signal
 import sys
@@ -111,12 +112,26 @@ def _shared_timeline(config: Config, nodes: dict, action: Action):
     return TimelineWriter(head, config.cluster.name, session=f"cli-{PROCESS_SESSION}")
 
 
+class _CliContext(ActionContext):
+    """The CLI's context: ``verbose`` (launch --verbose) puts a question's full commands in the prompt,
+    and with --yes, where nothing is asked, prints them on stderr so they are still on record."""
+
+    verbose = False
+
+    async def confirm(self, title: str, detail: str = "", *, full: str = "") -> bool:
+        if self.verbose and full and self.assume_yes and not self.read_only:
+            print(redact(clean_text(full)), file=sys.stderr)
+        return await super().confirm(title, detail, full=full)
+
+
 async def _run(config: Config, action: Action, args, transient: bool = False) -> ActionResult:
     nodes = make_nodes(config)
     printer = _Printer(transient=transient)
-    ctx = ActionContext(config, nodes, emit=printer, confirm=cli_confirm,
-                        read_only=bool(getattr(args, "read_only", False)), assume_yes=bool(getattr(args, "yes", False)),
-                        lock_wait=bool(getattr(args, "wait", False)), break_lock=bool(getattr(args, "break_lock", False)))
+    verbose = bool(getattr(args, "verbose", False))
+    ctx = _CliContext(config, nodes, emit=printer, confirm=functools.partial(cli_confirm, verbose=verbose),
+                      read_only=bool(getattr(args, "read_only", False)), assume_yes=bool(getattr(args, "yes", False)),
+                      lock_wait=bool(getattr(args, "wait", False)), break_lock=bool(getattr(args, "break_lock", False)))
+    ctx.verbose = verbose
     writer = None if ctx.read_only else _shared_timeline(config, nodes, action)  # read-only writes nothing
     ctx.timeline = writer
     task = asyncio.current_task()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ _OWNED_WITH_VALUE = {"--tensor-parallel-size", "-tp", "--distributed-executor-ba
                      "--master-addr", "--master-port", "--host", "--port", "--tp", "--dist-init-addr",
                      "--tp-size", "--model-path"}
 _OWNED_FLAGS = {"--headless"}
+_NUMBER = re.compile(r"-\d")  # a negative number is a value, not a flag
 
 
 class PlanError(ValueError):
@@ -75,24 +77,28 @@ class NodePlan:
     def docker_run_argv(self, *, masked: bool = False) -> list[str]:
         """The same container as a ``docker run`` line, for the confirmation and the record;
         ``masked`` (display only) hides secrets by the shape of their name or flag (logs/redact.py)."""
-        argv = ["docker", "run", "-d", "--name", self.container, "--network", "host"]
+        return [word for group in self.docker_run_groups(masked=masked) for word in group]
+
+    def docker_run_groups(self, *, masked: bool = False) -> list[list[str]]:
+        """``docker_run_argv`` cut into argument groups (a flag with its value, the image, the command
+        and each of its flags), so a long command can be shown one group per line."""
+        groups = [["docker", "run", "-d"], ["--name", self.container], ["--network", "host"]]
         if self.ipc_mode:
-            argv += ["--ipc", self.ipc_mode]
+            groups.append(["--ipc", self.ipc_mode])
         if self.shm_size:
-            argv += ["--shm-size", self.shm_size]
-        for c in self.cap_add:
-            argv += ["--cap-add", c]
-        for d in self.devices:
-            argv += ["--device", d]
-        for n, s, h in self.ulimits:
-            argv += ["--ulimit", f"{n}={s}" if s == h else f"{n}={s}:{h}"]
-        for host, v in self.volumes.items():
-            argv += ["-v", f"{host}:{v['bind']}" + (":ro" if v.get("mode") == "ro" else "")]
-        for k, v in self.labels.items():
-            argv += ["--label", f"{k}={v}"]
-        for k, v in self.env.items():
-            argv += ["-e", f"{k}={MASK}" if masked and is_secret_key(k) else f"{k}={v}"]
-        return argv + [self.image, *(redact_argv(self.command) if masked else self.command)]
+            groups.append(["--shm-size", self.shm_size])
+        groups += [["--cap-add", c] for c in self.cap_add]
+        groups += [["--device", d] for d in self.devices]
+        groups += [["--ulimit", f"{n}={s}" if s == h else f"{n}={s}:{h}"] for n, s, h in self.ulimits]
+        groups += [["-v", mount_text(host, v)] for host, v in self.volumes.items()]
+        groups += [["--label", f"{k}={v}"] for k, v in self.labels.items()]
+        groups += [["-e", f"{k}={MASK}" if masked and is_secret_key(k) else f"{k}={v}"] for k, v in self.env.items()]
+        return groups + [[self.image]] + flag_groups(redact_argv(self.command) if masked else list(self.command))
+
+    def mounts(self) -> list[str]:
+        """The mounts as ``docker -v`` writes them (a path mounted at itself once)."""
+        return [host if host == v["bind"] and v.get("mode") != "ro" else mount_text(host, v)
+                for host, v in self.volumes.items()]
 
 
 @dataclass(frozen=True)
@@ -108,21 +114,62 @@ class ClusterPlan:
     plan_hash: str
     warnings: tuple[str, ...] = ()
     launch_id: str = ""
+    rendezvous_port: int = 0  # where the workers join the head: Ray's port, else the master port
 
     @property
     def head(self) -> NodePlan:
         return self.nodes[0]
 
-    def commands_text(self) -> str:
-        """Every command the launch will run, one node at a time, as a shell would show them."""
+    def commands_text(self, *, wrapped: bool = False) -> str:
+        """Every command the launch will run, one node at a time, as a shell would show them.
+        ``wrapped``: each command one argument group a line, continued with ``\\`` (still one shell
+        command, so it can be pasted), instead of one line of a couple of thousand characters."""
+        def join(groups: list[list[str]]) -> str:
+            if wrapped:
+                return " \\\n    ".join(shlex.join(g) for g in groups)
+            return shlex.join([w for g in groups for w in g])
+
         lines = []
         for np in self.nodes:
             lines.append(f"# {np.node} ({np.role}, rank {np.rank}, {np.ip})")
-            lines.append(shlex.join(np.docker_run_argv(masked=True)))
+            lines.append(join(np.docker_run_groups(masked=True)))
         if self.serve_argv:
             lines.append(f"# then, once Ray lists {len(self.nodes)} nodes, in {self.head.container} on {self.head.node}")
-            lines.append(shlex.join(["docker", "exec", "-d", self.head.container, *redact_argv(self.serve_argv)]))
+            lines.append(join([["docker", "exec", "-d", self.head.container],
+                               *flag_groups(redact_argv(self.serve_argv))]))
         return "\n".join(lines)
+
+    def summary_lines(self) -> list[str]:
+        """One line per node, what a person checks before saying yes: node, role, fabric address,
+        image, executor, rank and TP, ports, mounts (last: the paths are what runs long).  The CLI
+        and the TUI show these; the full ``docker run`` commands (``commands_text``) on request."""
+        kind = "ray" if self.executor == "ray" and self.engine == "vllm" else "master"
+        width = max(len(np.node) for np in self.nodes)
+        lines = []
+        for np in self.nodes:
+            # a worker listens on none of the plan's ports: it joins the head's
+            ports = (f"{self.serve_port} api, {self.rendezvous_port} {kind}" if np.role == "head"
+                     else f"joins {self.head.node}:{self.rendezvous_port}")
+            lines.append(f"{np.node:<{width}}  {np.role:<6}  {np.ip}  {np.image}  {self.engine}/{self.executor}  "
+                         f"rank {np.rank}/{len(self.nodes)} TP {self.tp}  ports {ports}  "
+                         f"mounts {', '.join(np.mounts()) or '-'}")
+        return lines
+
+
+def mount_text(host: str, v: dict[str, str]) -> str:
+    return f"{host}:{v['bind']}" + (":ro" if v.get("mode") == "ro" else "")
+
+
+def flag_groups(argv: list[str] | tuple[str, ...]) -> list[list[str]]:
+    """A command cut before each flag: its leading words (``vllm serve MODEL``), then each flag with
+    the value words that follow it (``--port 8001``, ``--headless``)."""
+    groups: list[list[str]] = []
+    for word in argv:
+        if not groups or (word.startswith("-") and len(word) > 1 and not _NUMBER.match(word)):
+            groups.append([word])
+        else:
+            groups[-1].append(word)
+    return groups
 
 
 def node_ip(n: NodeConfig) -> str:
@@ -256,4 +303,5 @@ def plan_cluster(config: Config, *, launch_id: str = "", owner: dict[str, str] |
             devices=("/dev/infiniband",) if rdma else (), ulimits=ulimits))
     return ClusterPlan(name=c.name, executor=c.executor, engine=c.engine, tp=tp, nodes=tuple(plans),
                        serve_argv=serve_argv, serve_host=c.serve_host, serve_port=c.serve_port, plan_hash=plan_hash,
-                       warnings=tuple(warnings), launch_id=launch_id)
+                       warnings=tuple(warnings), launch_id=launch_id,
+                       rendezvous_port=c.ray_port if c.executor == "ray" and c.engine == "vllm" else c.master_port)

@@ -5,7 +5,8 @@ launch:
    started), the image exists with the same ID everywhere, the model is on every node, the ports are
    free, and no container with the cluster's name is left over (refused with the reason; ``--replace``
    removes it).  A cluster of this very plan already running on every node is attached to instead.
-2. one confirmation showing the exact ``docker run`` per node.
+2. one confirmation showing one summary line per node (role, address, image, rank, ports, mounts),
+   with the exact ``docker run`` per node as its details.
 3. one container per node through the Docker API; with Ray, ``ray status`` must list every node and
    GPU before ``vllm serve`` starts detached in the head container.
 4. the milestones of every node's log, through the Diagnoser, until ``/health`` and ``/v1/models``
@@ -66,12 +67,7 @@ class LaunchAction(Action):
             rec.message = "attach: the cluster is already running" if assessment.state == "running" else "ok"
         if assessment.state == "running":
             return await self._attach(ctx, plan, assessment)
-        async with ctx.step("plan", f"{plan.name}: {len(plan.nodes)} containers") as rec:
-            rec.message = plan.commands_text()
-            rec.data = {"commands": plan.commands_text().splitlines(), "plan": plan.plan_hash,
-                        "launch": plan.launch_id}
-        if not await self._confirm_and_replace(ctx, f"Launch {plan.name} on {', '.join(nodes)} ({plan.engine}/"
-                                               f"{plan.executor}, TP={plan.tp})?", plan.commands_text(), removals):
+        if not await self._plan_and_confirm(ctx, plan, removals):
             return ActionResult(self.name, False, "not confirmed")
         started = time.monotonic()
         await self._start(ctx, plan)
@@ -83,12 +79,30 @@ class LaunchAction(Action):
         self._remove_on_exit = False  # from here on the cluster is detached from this process
         return await self._watch(ctx, plan, findings, started, attached=False)
 
-    async def _confirm_and_replace(self, ctx: ActionContext, title: str, detail: str, removals) -> bool:
-        """The one confirmation (the stale containers' removal first, then the launch's commands); once
-        given, the cleanup is armed and the stale containers go."""
+    async def _plan_and_confirm(self, ctx: ActionContext, plan: ClusterPlan, removals) -> bool:
+        """The plan said (one line per node) and the one confirmation; the full ``docker run``
+        commands are its details (the TUI's ``v``, the CLI's ``--verbose``) and the step's record."""
+        summary = plan.summary_lines()
+        async with ctx.step("plan", f"{plan.name}: {len(plan.nodes)} containers") as rec:
+            rec.message = f"{plan.name}: {len(plan.nodes)} containers ({plan.engine}/{plan.executor}, TP {plan.tp})"
+            rec.data = {"summary": summary, "commands": plan.commands_text().splitlines(), "plan": plan.plan_hash,
+                        "launch": plan.launch_id}
+        if ctx.assume_yes:  # nothing will ask, so nothing else shows the plan: it goes with the progress
+            for line in summary:
+                ctx.emit("plan", "info", line)
+        title = (f"Launch {plan.name} on {', '.join(np.node for np in plan.nodes)} ({plan.engine}/{plan.executor}, "
+                 f"TP={plan.tp})?")
+        return await self._confirm_and_replace(ctx, title, "\n".join(summary), removals,
+                                               full=plan.commands_text(wrapped=True))
+
+    async def _confirm_and_replace(self, ctx: ActionContext, title: str, detail: str, removals, *,
+                                   full: str = "") -> bool:
+        """The one confirmation (the stale containers' removal first, then the launch's plan; ``full``:
+        the exact commands, shown on request); once given, the cleanup is armed and the stale
+        containers go."""
         if removals:
             detail = "\n".join(f"docker rm -f {x.name}   # on {x.node}: {x.status}" for x in removals) + "\n" + detail
-        if not await ctx.confirm(title, detail):
+        if not await ctx.confirm(title, detail, full=full):
             return False
         ctx.on_cleanup(self._cleanup)
         for x in removals:

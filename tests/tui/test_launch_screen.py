@@ -7,6 +7,8 @@ No sleeps: tests wait for the screen's state (messages processed) and the action
 from __future__ import annotations
 
 import asyncio
+
+import pytest
 from dataclasses import replace
 
 from conftest import build_app, screen_text, wait_for
@@ -259,3 +261,78 @@ def test_launch_screen_100x30(snap_compare):
         await _finish(pilot, screen)
 
     assert snap_compare(build_app(t=10), terminal_size=(100, 30), run_before=run)
+
+
+PLAN_TOML = """
+[cluster]
+name = "vllm_qwen35"
+image = "vllm-node-qwen35"
+executor = "mp"
+model_path = "/home/aurora/models/Qwen3.5 FP8"
+model_mount = "/models/q"
+[[node]]
+name = "spark1"
+host = "127.0.0.2"
+fabric_ip = "192.168.200.12"
+fabric_if = "enp1s0f1np1"
+ib_hcas = ["rocep1s0f1", "roceP2p1s0f1"]
+role = "head"
+[[node]]
+name = "spark2"
+host = "127.0.0.3"
+fabric_ip = "192.168.200.13"
+fabric_if = "enp1s0f1np1"
+ib_hcas = ["rocep1s0f1", "roceP2p1s0f1"]
+"""
+
+
+class PlanOnly(Action):
+    """The real launch's plan-and-confirm step on a real 2-node plan (two ~1,700-character commands)."""
+
+    name = "launch"
+    mutating = False  # no cluster lock: this test is about the question only
+
+    async def execute(self, ctx: ActionContext) -> ActionResult:
+        from sparktui.actions.cluster_plan import plan_cluster
+        from sparktui.actions.launch import LaunchAction
+        from sparktui.config import parse_config
+
+        ok = await LaunchAction()._plan_and_confirm(ctx, plan_cluster(parse_config(PLAN_TOML, "t.toml")), [])
+        return ActionResult(self.name, ok, "confirmed" if ok else "not confirmed")
+
+
+def _inside(region, size) -> bool:
+    return region.width > 0 and region.x >= 0 and region.y >= 0 and region.right <= size[0] \
+        and region.bottom <= size[1]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+async def test_launch_confirm_summary_lines_buttons_on_screen_full_commands_behind_v(size):
+    app = build_app(t=10)
+    async with app.run_test(size=size) as pilot:
+        screen = await _push(pilot, PlanOnly)
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), "the one confirm")
+        modal = app.screen
+        await pilot.pause()
+        for button in ("#yes", "#no"):  # whole, labels with their keys, inside the screen
+            region = modal.query_one(button).region
+            assert _inside(region, size), (button, region)
+            assert modal.query_one(button).label.plain in ("Yes [y]", "No [n]")
+        yes, keys, body = (modal.query_one(q).region for q in ("#yes", ".dialog-keys", ".dialog-body"))
+        assert body.bottom <= yes.y and yes.bottom <= keys.y  # nothing drawn over the buttons or the keys
+        text = screen_text(app)
+        assert "Yes [y]" in text and "No [n]" in text
+        assert "spark1" in text and "head" in text and "worker" in text and "vllm/mp" in text
+        assert "docker run" not in text and "v show the full commands" in text
+        await pilot.press("v")
+        await wait_for(pilot, lambda: "docker run -d" in screen_text(app), "the full commands")
+        await wait_for(pilot, lambda: "--ulimit stack=67108864" in screen_text(app), "its argument groups")
+        for button in ("#yes", "#no"):
+            assert _inside(modal.query_one(button).region, size)
+        body = modal.query_one(".dialog-body")
+        assert body.max_scroll_y > 0  # the commands scroll inside the body, under the docked buttons
+        await pilot.press("pagedown")
+        await wait_for(pilot, lambda: body.scroll_y > 0, "the body scrolled")
+        await pilot.press("y")
+        await _finish(pilot, screen)
+        assert screen.result.ok

@@ -229,3 +229,28 @@ def test_launch_containers_carry_the_operators_labels_outside_the_plan_identity(
         assert f"{LABEL_OPERATOR}={owner[LABEL_OPERATOR]}" in np.docker_run_argv()
     # who launched it is not what it is: another operator's identical launch is the same cluster (attach)
     assert p.plan_hash == plan_cluster(c, launch_id="abc").plan_hash
+
+
+def test_summary_lines_one_per_node_mp_and_ray():
+    # issue 32 item 1: what a person checks before yes, one line per node, not 1,700-char commands
+    for executor, rendezvous in (("mp", "29501 master"), ("ray", "6379 ray")):
+        p = plan_cluster(cfg(f'executor = "{executor}"'), launch_id="abc")
+        head, worker = p.summary_lines()
+        assert len(p.summary_lines()) == len(p.nodes)
+        assert head.split()[:4] == ["spark1", "head", "192.168.200.12", "vllm-node-qwen35"]
+        assert worker.split()[:4] == ["spark2", "worker", "192.168.200.13", "vllm-node-qwen35"]
+        assert f"vllm/{executor}" in head and "rank 0/2 TP 2" in head and "rank 1/2 TP 2" in worker
+        assert f"ports 8001 api, {rendezvous}" in head
+        assert f"ports joins spark1:{rendezvous.split()[0]}" in worker
+        for line in (head, worker):
+            assert "/home/aurora/models/Qwen3.5 FP8:/models/q:ro" in line and "docker" not in line
+            assert len(line) <= 200 and "hf_secret" not in line
+
+
+def test_wrapped_commands_are_the_same_shell_commands_one_group_a_line():
+    p = plan_cluster(cfg('executor = "ray"'))
+    flat, wrapped = p.commands_text(), p.commands_text(wrapped=True)
+    assert shlex.split(wrapped.replace("\\\n", ""), comments=True) == shlex.split(flat, comments=True)
+    lines = wrapped.splitlines()
+    assert max(map(len, lines)) <= 120 and "    -e 'HF_TOKEN=***' \\" in lines
+    assert "    --node-ip-address 192.168.200.13 \\" in lines and "    --distributed-executor-backend ray" in lines

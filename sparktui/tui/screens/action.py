@@ -92,8 +92,8 @@ class ActionScreen(RunsActions, Screen[None]):
         if engine is not None:
             engine.emit(event)
 
-    async def _confirm(self, title: str, detail: str) -> bool:
-        return bool(await self.app.push_screen_wait(ConfirmModal(title, detail)))
+    async def _confirm(self, title: str, detail: str, full: str = "") -> bool:
+        return bool(await self.app.push_screen_wait(ConfirmModal(title, detail, full)))
 
     # ------------------------------------------------------------------ messages
     def on_action_progress(self, message: ActionProgress) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
@@ -24,24 +24,58 @@ class YesNoModal(ModalScreen[bool]):
 
 
 class ConfirmModal(YesNoModal):
+    """``full``: what the detail summarises (a launch's exact commands), hidden until ``v``.  The title
+    and the buttons are docked, so only the body scrolls: Yes / No stay on screen whatever its length."""
+
     AUTO_FOCUS = "#no"  # the safe answer has the focus: Enter alone never destroys
     BINDINGS = [
         Binding("y", "answer(True)", "Yes", id="confirm-yes"),
         Binding("n", "answer(False)", "No", id="confirm-no"),
         Binding("escape", "answer(False)", "Cancel", id="confirm-cancel"),
+        Binding("v", "toggle_full", "Full commands", id="confirm-full"),
+        Binding("up", "scroll_body('up')", show=False),
+        Binding("down", "scroll_body('down')", show=False),
+        Binding("pageup", "scroll_body('page_up')", show=False),
+        Binding("pagedown", "scroll_body('page_down')", show=False),
     ]
 
-    def __init__(self, title: str, detail: str = "") -> None:
+    def __init__(self, title: str, detail: str = "", full: str = "") -> None:
         super().__init__()
         self.title_text = title
         self.detail = detail
+        self.full = full
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
+        with Vertical(classes="dialog" + (" -has-full" if self.full else "")):
             # the title and detail can carry node data (paths, names): plain text, not markup
             yield Static(Content(self.title_text), classes="dialog-title")
-            if self.detail:
-                yield Static(Content(self.detail), classes="dialog-detail")
-            with Horizontal(classes="dialog-buttons"):
-                yield Button("Yes [y]", id="yes", variant="error")
-                yield Button("No [n]", id="no", variant="primary")
+            with Vertical(classes="dialog-foot"):  # one dock: two docks at one edge overlap
+                with Horizontal(classes="dialog-buttons"):
+                    # Content, not a str: a str label is markup, where "[y]" is a tag and vanishes
+                    yield Button(Content("Yes [y]"), id="yes", variant="error")
+                    yield Button(Content("No [n]"), id="no", variant="primary")
+                if self.full:
+                    yield Static(self._hint(), classes="dialog-keys")
+            with VerticalScroll(classes="dialog-body", can_focus=False):
+                if self.detail:
+                    yield Static(Content(self.detail), classes="dialog-detail")
+                if self.full:
+                    yield Static(Content(self.full), classes="dialog-full")
+
+    def _hint(self) -> Content:
+        shown = self.query_one(".dialog").has_class("-full-shown") if self.is_mounted else False
+        return Content.styled(f"v {'hide' if shown else 'show'} the full commands   ↑↓ PgUp PgDn scroll", "$text-muted")
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        return bool(self.full) if action == "toggle_full" else True
+
+    def action_toggle_full(self) -> None:
+        dialog = self.query_one(".dialog")
+        dialog.toggle_class("-full-shown")  # the state is a class: the stylesheet shows the commands
+        self.query_one(".dialog-keys", Static).update(self._hint())
+        if dialog.has_class("-full-shown"):
+            self.call_after_refresh(self.query_one(".dialog-body").scroll_to_widget,
+                                    self.query_one(".dialog-full"), top=True, animate=False)
+
+    def action_scroll_body(self, how: str) -> None:
+        getattr(self.query_one(".dialog-body", VerticalScroll), f"scroll_{how}")(animate=False)
