@@ -139,9 +139,12 @@ def test_mp_cluster_lifecycle_stale_replace_killed_launch_attach_serve_worker_di
             _chat(port)
 
         def broken():
-            c = _json(bed.cli("status", "--json", config=cfg, timeout=120))["cluster"]
-            return c if c["state"] in ("half", "exited") and any(f["id"] == "engine_dead" for f in c["findings"]) \
-                else None
+            r = bed.cli("status", "--json", config=cfg, timeout=120)
+            c = _json(r)["cluster"]
+            if c["state"] in ("half", "exited") and any(f["id"] == "engine_dead" for f in c["findings"]):
+                assert r.returncode == 1, "status exited 0 on a broken cluster"  # issue 32 item 2
+                return c
+            return None
 
         c = _until(broken, 90, "status shows the broken cluster", every=2)
         ids = [f["id"] for f in c["findings"]]
