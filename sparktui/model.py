@@ -18,7 +18,7 @@ SEVERITY_RANK: dict[str, int] = {"error": 0, "warning": 1, "info": 2}
 # checks' word (the doctor contract: ok / warn / fail); steps and events said "failed" before.
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 CheckStatus = Literal["ok", "warn", "fail", "skip"]
-StepStatus = Literal["started", "progress", "ok", "warn", "fail", "cancelled", "info"]
+StepStatus = Literal["started", "progress", "ok", "warn", "fail", "cancelled", "info", "skip"]
 TIMELINE_STATUSES = frozenset({"started", OK, WARN, FAIL, "cancelled"})  # what timelines keep: not progress/info
 LEGACY_STATUS = {"failed": FAIL}  # words of older recordings (sessions, shared timelines), read as today's
 

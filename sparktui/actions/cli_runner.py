@@ -16,7 +16,8 @@ from ..logs.sanitize import clean_text, safe
 from ..model import FAIL, ActionEvent
 from .base import Action, ActionContext, ActionResult, cli_confirm
 
-MARK = {"started": "..", "ok": "ok", "warn": "!!", FAIL: "XX", "cancelled": "--", "info": "  ", "progress": "  "}
+MARK = {"started": "..", "ok": "ok", "warn": "!!", FAIL: "XX", "cancelled": "--", "info": "  ", "progress": "  ",
+        "skip": "--"}
 
 
 def make_nodes(config: Config) -> dict:
