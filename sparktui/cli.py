@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(dr)
     dr.add_argument("--json", action="store_true")
 
-    dg = sub.add_parser("diagnose", help="offline analysis of log files ('-' = stdin, .gz ok)")
+    dg = sub.add_parser("diagnose", help="offline analysis of log files ('-' = stdin, .gz ok, a folder: its logs)")
     dg.add_argument("files", nargs="+", metavar="FILE")
     dg.add_argument("--json", action="store_true")
     dg.add_argument("--max-bytes", type=_byte_size, default=None, metavar="SIZE",

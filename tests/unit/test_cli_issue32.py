@@ -23,3 +23,24 @@ def test_a_refusal_is_printed_once():
     both = r.stdout + r.stderr
     assert both.count("forbids changing the cluster") == 1, both
     assert r.stdout.startswith("FAILED  stop refused")
+
+
+def test_diagnose_a_folder_reads_every_log_file_in_it(tmp_path):
+    import gzip
+    import json
+    import shutil
+
+    logs = ROOT / "tests" / "fixtures" / "logs"
+    a, b = logs / "dotsocr_196_oom.log", logs / "nccl_1612_peer_closed.log"
+    (tmp_path / "sub").mkdir()
+    shutil.copy(a, tmp_path / "rank0.log")
+    (tmp_path / "sub" / "rank1.log.gz").write_bytes(gzip.compress(b.read_bytes()))
+    (tmp_path / "dump.pkl").write_bytes(b"\x80\x04binary flight recorder")  # not a log: left out
+    by_folder = _cli("diagnose", "--json", str(tmp_path))
+    by_files = _cli("diagnose", "--json", str(a), str(b))
+    assert by_folder.returncode == by_files.returncode != 2, by_folder.stderr
+
+    def ids(r):
+        return sorted(f["id"] for f in json.loads(r.stdout)["findings"])
+
+    assert ids(by_folder) == ids(by_files) and ids(by_folder)
