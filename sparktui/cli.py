@@ -180,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="Markdown incident report of a session (default: the latest)")
     _common(rp)
     rp.add_argument("session", nargs="?")
+    rp.add_argument("--json", action="store_true", help="the report's findings, milestones and verdicts as JSON")
+    rp.add_argument("--output", "-o", metavar="PATH", default=None, help="write the report to PATH")
     ss = sub.add_parser("sessions", help="list the recorded sessions, newest first")
     _common(ss)
     ss.add_argument("--json", action="store_true")

@@ -44,3 +44,34 @@ def test_diagnose_a_folder_reads_every_log_file_in_it(tmp_path):
         return sorted(f["id"] for f in json.loads(r.stdout)["findings"])
 
     assert ids(by_folder) == ids(by_files) and ids(by_folder)
+
+
+def _session_with_verdict(tmp_path: Path) -> Path:
+    from sparktui.engine import Engine
+    from sparktui.model import ActionEvent
+    from sparktui.session import Session
+    from sparktui.config import demo_config
+
+    session = Session.create("vllm_qwen35", {"nodes": ["spark1", "spark2"]}, root=tmp_path)
+    engine = Engine(demo_config(), [], session=session)
+    engine.process([ActionEvent("investigate", "verdict", "warn",
+                                "R2: rank 1 never entered the collective (confidence 0.90)")])
+    session.close()
+    return session.path
+
+
+def test_report_output_and_json_carry_the_investigation_verdict(tmp_path):
+    import json
+
+    path = _session_with_verdict(tmp_path / "s")
+    md = tmp_path / "incident.md"
+    r = _cli("report", str(path), "--output", str(md))
+    assert r.returncode == 0 and r.stdout == "", r.stderr
+    text = md.read_text()
+    assert "## Investigations" in text and "problem: R2: rank 1 never entered the collective" in text
+    j = _cli("report", str(path), "--json")
+    assert j.returncode == 0, j.stderr
+    doc = json.loads(j.stdout)
+    assert doc["session"] == path.name
+    assert [v["verdict"] for v in doc["verdicts"]] == ["R2: rank 1 never entered the collective (confidence 0.90)"]
+    assert doc["verdicts"][0]["problem"] is True
