@@ -75,3 +75,20 @@ def test_report_output_and_json_carry_the_investigation_verdict(tmp_path):
     assert doc["session"] == path.name
     assert [v["verdict"] for v in doc["verdicts"]] == ["R2: rank 1 never entered the collective (confidence 0.90)"]
     assert doc["verdicts"][0]["problem"] is True
+
+
+def test_sessions_shows_a_demo_scenario(tmp_path):
+    import json
+
+    from sparktui.session import Session
+
+    s = Session.create("vllm_qwen35", {"kind": "demo", "cluster": "vllm_qwen35", "scenario": "nccl-hang"},
+                       root=tmp_path)
+    s.close()
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text(f'session_dir = "{tmp_path}"\n' + (ROOT / "cluster.example.toml").read_text())
+    r = _cli("sessions", "--config", str(cfg))
+    assert r.returncode == 0, r.stderr
+    assert "demo (nccl-hang)" in r.stdout
+    j = json.loads(_cli("sessions", "--json", "--config", str(cfg)).stdout)
+    assert [x["scenario"] for x in j["sessions"]] == ["nccl-hang"]
