@@ -92,3 +92,16 @@ def test_sessions_shows_a_demo_scenario(tmp_path):
     assert "demo (nccl-hang)" in r.stdout
     j = json.loads(_cli("sessions", "--json", "--config", str(cfg)).stdout)
     assert [x["scenario"] for x in j["sessions"]] == ["nccl-hang"]
+
+
+def test_a_push_ends_with_its_total_never_past_it():
+    import re
+
+    from sparktui.actions.push import push_done, push_progress
+
+    mb = 1_000_000
+    assert push_progress(0, 263 * mb, 1.0).startswith("0 / ~263 MB")
+    end = push_done(269 * mb, 263 * mb, 2.0)
+    done, total = map(int, re.match(r"(\d+) / (\d+) MB", end).groups())
+    assert done == total == 269 and "~263" in end and "MB/s" in end
+    assert push_done(263 * mb, 263 * mb, 1.0).startswith("263 / 263 MB in 1.0 s")
