@@ -57,6 +57,21 @@ class _Live:
         self.out.flush()
 
 
+async def _cluster_state(config, nodes, timeout: float = 20.0) -> list[str] | None:
+    """The cluster's state lines (probes.cluster.state_lines), None when it cannot be had."""
+    from ..probes.cluster import check_cluster, state_lines
+
+    real = {n.name: nodes[n.name] for n in config.nodes if n.backend != "sim" and n.name in nodes}
+    if not real:
+        return None
+    try:
+        async with asyncio.timeout(timeout):
+            view, a = await check_cluster(real, config.cluster.name, [n.name for n in config.nodes])
+    except Exception:  # the prompt's error stands on its own
+        return None
+    return state_lines(view, a)
+
+
 async def _run(args, config) -> int:
     from ..actions.cli_runner import close_nodes, make_nodes
     from ..actions.prompt import History, canned, explain, send
@@ -80,9 +95,14 @@ async def _run(args, config) -> int:
     except ServingError as exc:
         from ..logs.sanitize import clean_line
 
+        # vLLM's own message ("EngineCore encountered an issue. See stack trace (above)") says nothing
+        # of the cause: the cluster's state, as `status` assesses it, says which container went
+        state = await _cluster_state(config, nodes)
         if args.json:
-            print(json.dumps({"error": str(exc), "status": exc.status, "kind": exc.kind}))
+            print(json.dumps({"error": str(exc), "status": exc.status, "kind": exc.kind, "cluster": state}))
         print(f"sparktui prompt: {clean_line(str(exc))}", file=sys.stderr)
+        for line in state or ():
+            print(clean_line(line), file=sys.stderr)
         return 1
     finally:
         await close_nodes(nodes)

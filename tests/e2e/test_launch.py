@@ -137,6 +137,10 @@ def test_mp_cluster_lifecycle_stale_replace_killed_launch_attach_serve_worker_di
         bed.docker("spark2", "kill", name, check=True)
         with pytest.raises(Exception):  # the head finds out at its next collective
             _chat(port)
+        # issue 32 item 7: a failed prompt says which node's container exited, and with what code
+        pr = bed.cli("prompt", "hi", "--no-stream", config=cfg, timeout=180)
+        assert pr.returncode == 1, pr.stdout[-1500:]
+        assert f"spark2: container {name} exited with code 137" in pr.stderr, pr.stderr[-3000:]
 
         def broken():
             r = bed.cli("status", "--json", config=cfg, timeout=120)

@@ -45,3 +45,16 @@ def test_exit_code_follows_the_cluster_state(containers, state, code):
 def test_an_unreachable_node_still_exits_1():
     nodes = [{"name": "spark1", "reachable": True}, {"name": "spark2", "reachable": False}]
     assert exit_code(nodes, {"state": "absent"}) == 1
+
+
+def test_state_lines_name_the_exited_container_its_code_and_when():
+    from sparktui.probes.cluster import state_lines
+
+    view = ClusterView("vllm_node")
+    view.containers = {"spark1": [_c("spark1", "running", "Up 3 minutes", 0)],
+                       "spark2": [_c("spark2", "exited", "Exited (137) 40 seconds ago", 1)]}
+    lines = state_lines(view, assess(view, NODES))
+    assert lines[0] == "cluster vllm_node: half"
+    assert "  spark2: container vllm_node exited with code 137 (Exited (137) 40 seconds ago)" in lines
+    assert not any("spark1: container" in ln for ln in lines)  # the running one is no news
+    assert any("half_cluster" in ln for ln in lines)
