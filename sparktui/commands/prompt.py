@@ -58,8 +58,9 @@ class _Live:
 
 
 async def _cluster_state(config, nodes, timeout: float = 20.0) -> list[str] | None:
-    """The cluster's state lines (probes.cluster.state_lines), None when it cannot be had."""
+    """The cluster's state lines (probes.cluster.state_lines) when it is broken, else None."""
     from ..probes.cluster import check_cluster, state_lines
+    from .status import BROKEN
 
     real = {n.name: nodes[n.name] for n in config.nodes if n.backend != "sim" and n.name in nodes}
     if not real:
@@ -69,7 +70,8 @@ async def _cluster_state(config, nodes, timeout: float = 20.0) -> list[str] | No
             view, a = await check_cluster(real, config.cluster.name, [n.name for n in config.nodes])
     except Exception:  # the prompt's error stands on its own
         return None
-    return state_lines(view, a)
+    # only a broken cluster explains the error; a running or unknown one would be noise
+    return state_lines(view, a) if a.state in BROKEN else None
 
 
 async def _run(args, config) -> int:
