@@ -105,6 +105,8 @@ def print_result(result: ActionResult, as_json: bool, extra_text: Callable[[Acti
         text = extra_text(result)
         if text:
             print(redact(clean_text(text)))
+    if result.data.get("serve_hint"):  # a URL that is a temporary forward: how to keep one
+        print(f"note: {safe(result.data['serve_hint'])}")
     for f in (result.findings if show_findings else ()):
         print(f"{f.severity.upper():8} {f.id}: {safe(f.title)}")
         for e in f.evidence[:4]:

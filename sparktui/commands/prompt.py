@@ -11,7 +11,7 @@ import json
 import sys
 
 
-def _fmt_answer(target, answer, note: str | None) -> str:
+def _fmt_answer(target, answer, note: str | None, hint: str | None = None) -> str:
     from ..logs.sanitize import clean_text
 
     a = answer
@@ -26,6 +26,8 @@ def _fmt_answer(target, answer, note: str | None) -> str:
     lines += ["", _stats(a)]
     if note:
         lines.append(f"note: {note}")
+    if hint:
+        lines.append(f"note: {hint}")
     return "\n".join(lines)
 
 
@@ -110,14 +112,19 @@ async def _run(args, config) -> int:
         await close_nodes(nodes)
     History.for_cluster(config.cluster.name).add(text)
     note = explain(answer, max_tokens=args.max_tokens, thinking=thinking)
+    hint = None
+    if target.via == "forward":  # the URL was this command's own forward: closed once it exits
+        from ..actions.serving_target import forward_note
+
+        hint = forward_note(config, target.node, target.base_url)
     if args.json:
         d = answer.to_json()
-        d.update(note=note, base_url=target.base_url)
+        d.update(note=note, base_url=target.base_url, serve_hint=hint)
         print(json.dumps(d, indent=2))
     elif live is not None:
-        print("\n\n" + _stats(answer) + (f"\nnote: {note}" if note else ""))
+        print("\n\n" + _stats(answer) + (f"\nnote: {note}" if note else "") + (f"\nnote: {hint}" if hint else ""))
     else:
-        print(_fmt_answer(target, answer, note))
+        print(_fmt_answer(target, answer, note, hint))
     return 0
 
 

@@ -124,6 +124,8 @@ def test_mp_cluster_lifecycle_stale_replace_killed_launch_attach_serve_worker_di
         out = _launch_ready(bed, cfg, extra=("--break-lock",))
         d = out["data"]
         assert d["attached"] is True and d["executor"] == "mp" and d["tp"] == 2 and d["vllm_version"] == "0.32.0"
+        # issue 32 item 6: the printed URL is this command's forward; the line to keep one is given
+        assert "closes when this command exits" in d["serve_hint"] and " -N -L " in d["serve_hint"]
         assert {"arch_resolved", "weights_loaded", "api_ready"} <= set(d["nodes"]["spark1"]["milestones"])
         assert "weights_loaded" in d["nodes"]["spark2"]["milestones"]  # the headless rank loaded its shard
 
