@@ -200,7 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     it.add_argument("--yes", "-y", action="store_true", help="overwrite an existing file without asking")
     it.add_argument("--timeout", type=float, default=10.0, help="seconds to connect to each node (default 10)")
     cp = sub.add_parser("completion", help="print a shell completion script (bash or zsh)")
-    cp.add_argument("shell", choices=("bash", "zsh"))
+    cp.add_argument("shell", nargs="?", choices=("bash", "zsh"))
+    # what the generated scripts ask at completion time: session, node, ssh host or canned prompt names
+    cp.add_argument("--words", choices=("sessions", "canned", "hosts", "nodes"), default=None, help=argparse.SUPPRESS)
     # --help lists only the commands this build has (find_spec imports nothing); main() answers the
     # others in one line
     import importlib.util

@@ -105,3 +105,37 @@ def test_a_push_ends_with_its_total_never_past_it():
     done, total = map(int, re.match(r"(\d+) / (\d+) MB", end).groups())
     assert done == total == 269 and "~263" in end and "MB/s" in end
     assert push_done(263 * mb, 263 * mb, 1.0).startswith("263 / 263 MB in 1.0 s")
+
+
+def test_completion_offers_canned_prompts_nodes_and_sessions(tmp_path):
+    import shutil
+
+    import pytest
+
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    script = tmp_path / "sparktui.bash"
+    script.write_text(_cli("completion", "bash").stdout)
+    bindir = tmp_path / "bin"  # the script asks `sparktui` itself: this checkout's, on PATH
+    bindir.mkdir()
+    shim = bindir / "sparktui"
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m sparktui "$@"\n')
+    shim.chmod(0o755)
+    from sparktui.session import Session
+
+    Session.create("vllm_qwen35", {"kind": "demo"}, root=tmp_path / "sessions").close()
+    cfg = tmp_path / "cluster.toml"
+    cfg.write_text(f'session_dir = "{tmp_path / "sessions"}"\n' + (ROOT / "cluster.example.toml").read_text())
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}", "SPARKTUI_CONFIG": str(cfg)}
+
+    def complete(*words: str) -> list[str]:
+        arr = " ".join(f"'{w}'" for w in words)
+        cmd = f"source {script}; COMP_WORDS=({arr}); COMP_CWORD={len(words) - 1}; _sparktui; printf '%s\\n' \"${{COMPREPLY[@]}}\""
+        r = subprocess.run(["bash", "--norc", "--noprofile", "-c", cmd], capture_output=True, text=True, env=env,
+                           cwd=ROOT, timeout=60)
+        return [w for w in r.stdout.splitlines() if w]
+
+    assert complete("sparktui", "prompt", "--canned", "ar") == ["arithmetic"]
+    nodes = [line.split('"')[1] for line in cfg.read_text().splitlines() if line.startswith("name = ")]
+    assert sorted(complete("sparktui", "validate", "--node", "")) == sorted(nodes[1:]) and nodes[1:]
+    assert [w for w in complete("sparktui", "report", "") if not w.startswith("-")][0].endswith("-vllm_qwen35")
