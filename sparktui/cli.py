@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(dr)
     dr.add_argument("--json", action="store_true")
 
-    dg = sub.add_parser("diagnose", help="offline analysis of log files ('-' = stdin, .gz ok)")
+    dg = sub.add_parser("diagnose", help="offline analysis of log files ('-' = stdin, .gz ok, a folder: its logs)")
     dg.add_argument("files", nargs="+", metavar="FILE")
     dg.add_argument("--json", action="store_true")
     dg.add_argument("--max-bytes", type=_byte_size, default=None, metavar="SIZE",
@@ -183,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="Markdown incident report of a session (default: the latest)")
     _common(rp)
     rp.add_argument("session", nargs="?")
+    rp.add_argument("--json", action="store_true", help="the report's findings, milestones and verdicts as JSON")
+    rp.add_argument("--output", "-o", metavar="PATH", default=None, help="write the report to PATH")
     ss = sub.add_parser("sessions", help="list the recorded sessions, newest first")
     _common(ss)
     ss.add_argument("--json", action="store_true")
@@ -201,7 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     it.add_argument("--yes", "-y", action="store_true", help="overwrite an existing file without asking")
     it.add_argument("--timeout", type=float, default=10.0, help="seconds to connect to each node (default 10)")
     cp = sub.add_parser("completion", help="print a shell completion script (bash or zsh)")
-    cp.add_argument("shell", choices=("bash", "zsh"))
+    cp.add_argument("shell", nargs="?", choices=("bash", "zsh"))
+    # what the generated scripts ask at completion time: session, node, ssh host or canned prompt names
+    cp.add_argument("--words", choices=("sessions", "canned", "hosts", "nodes"), default=None, help=argparse.SUPPRESS)
     # --help lists only the commands this build has (find_spec imports nothing); main() answers the
     # others in one line
     import importlib.util

@@ -18,7 +18,7 @@ SEVERITY_RANK: dict[str, int] = {"error": 0, "warning": 1, "info": 2}
 # checks' word (the doctor contract: ok / warn / fail); steps and events said "failed" before.
 OK, WARN, FAIL, SKIP = "ok", "warn", "fail", "skip"
 CheckStatus = Literal["ok", "warn", "fail", "skip"]
-StepStatus = Literal["started", "progress", "ok", "warn", "fail", "cancelled", "info"]
+StepStatus = Literal["started", "progress", "ok", "warn", "fail", "cancelled", "info", "skip"]
 TIMELINE_STATUSES = frozenset({"started", OK, WARN, FAIL, "cancelled"})  # what timelines keep: not progress/info
 LEGACY_STATUS = {"failed": FAIL}  # words of older recordings (sessions, shared timelines), read as today's
 
@@ -77,10 +77,17 @@ class ContainerInfo:
 # they are not the cluster's: no pane row, no log source, no milestone
 PROBE_LABEL = "sparktui.probe"
 PROBE_PREFIX = "sparktui-probe-"
+# build-image's step containers: the Dockerfile sets this label before its RUN step (the step's
+# container inherits it, and the Engine's events carry it) and blanks it last, so the image's own
+# containers do not carry it.  Their command names the registry patch the RUN step runs.
+BUILD_LABEL = "sparktui.build"
+BUILD_STEP_MARK = "patch_vllm_registry"
 
 
 def is_own_probe(info: ContainerInfo) -> bool:
-    return info.name.startswith(PROBE_PREFIX) or any(k == PROBE_LABEL for k, _ in info.labels)
+    """A doctor probe or a build-image step container: sparktui's own, never the cluster's."""
+    return (info.name.startswith(PROBE_PREFIX) or BUILD_STEP_MARK in info.command
+            or any(k == PROBE_LABEL or (k == BUILD_LABEL and v) for k, v in info.labels))
 
 
 @dataclass(frozen=True, slots=True)

@@ -166,7 +166,7 @@ class ActionContext:
             rec.finished = time.time()
             if rec.status == "running":
                 rec.status = "ok"
-            self.emit(name, rec.status if rec.status in ("ok", "warn", FAIL) else "ok", rec.message, node=node)
+            self.emit(name, rec.status if rec.status in ("ok", "warn", FAIL, "skip") else "ok", rec.message, node=node)
 
 
 class Action:

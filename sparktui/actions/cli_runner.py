@@ -17,7 +17,8 @@ from ..logs.sanitize import clean_text, safe
 from ..model import FAIL, ActionEvent
 from .base import Action, ActionContext, ActionResult, cli_confirm
 
-MARK = {"started": "..", "ok": "ok", "warn": "!!", FAIL: "XX", "cancelled": "--", "info": "  ", "progress": "  "}
+MARK = {"started": "..", "ok": "ok", "warn": "!!", FAIL: "XX", "cancelled": "--", "info": "  ", "progress": "  ",
+        "skip": "--"}
 
 
 def make_nodes(config: Config) -> dict:
@@ -45,14 +46,26 @@ class _Printer:
         self.transient = transient
         self._last_progress = 0.0
         self._dirty = False
+        # the newest failure line, held back: the result line says the same when a refusal or a
+        # failure ends the action, and one line is enough
+        self._held: tuple[str, str] | None = None
 
-    def finish(self) -> None:
+    def _release(self, unless: str | None = None) -> None:
+        held, self._held = self._held, None
+        if held is not None and held[0] != unless:
+            self.stream.write(held[1])
+            self.stream.flush()
+
+    def finish(self, summary: str | None = None) -> None:
+        """End of the action: a held failure line goes out unless ``summary`` (the result) repeats it."""
+        self._release(unless=summary)
         if self._dirty:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
             self._dirty = False
 
     def __call__(self, ev: ActionEvent) -> None:
+        self._release()
         if self.transient:
             if self.stream.isatty():
                 node = f"[{ev.node}] " if ev.node else ""
@@ -75,7 +88,11 @@ class _Printer:
             self.stream.write("\r\x1b[K")
         node = f"[{ev.node}] " if ev.node else ""
         msg = safe(ev.message.replace("\n", " "))  # messages quote node output: no escapes reach the terminal
-        self.stream.write(f"{MARK.get(ev.status, '  ')} {node}{ev.step}: {msg}\n".rstrip() + "\n")
+        line = f"{MARK.get(ev.status, '  ')} {node}{ev.step}: {msg}\n".rstrip() + "\n"
+        if ev.status == FAIL:
+            self._held = (ev.message, line)
+            return
+        self.stream.write(line)
         self.stream.flush()
 
 
@@ -89,6 +106,8 @@ def print_result(result: ActionResult, as_json: bool, extra_text: Callable[[Acti
         text = extra_text(result)
         if text:
             print(redact(clean_text(text)))
+    if result.data.get("serve_hint"):  # a URL that is a temporary forward: how to keep one
+        print(f"note: {safe(result.data['serve_hint'])}")
     for f in (result.findings if show_findings else ()):
         print(f"{f.severity.upper():8} {f.id}: {safe(f.title)}")
         for e in f.evidence[:4]:
@@ -144,7 +163,10 @@ async def _run(config: Config, action: Action, args, transient: bool = False) ->
         except (NotImplementedError, RuntimeError, ValueError):
             pass
     try:
-        return await action.run(ctx)
+        result = await action.run(ctx)
+        # text output ends with the result's line: a failure line saying the same is not printed too
+        printer.finish(None if getattr(args, "json", False) else result.summary)
+        return result
     finally:
         printer.finish()
         if writer is not None:  # what this operator did reaches the head before the connection closes

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..model import BUILD_LABEL
+
 PATCH_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "patch_vllm_registry.py"
 IN_IMAGE_DIR = "/opt/sparktui"
 
@@ -64,6 +66,8 @@ def render_dockerfile(spec: HybridSpec) -> str:
     lines = [
         "# written by sparktui build-image",
         f"FROM {spec.base}",
+        # the RUN step's container is sparktui's own, not the cluster's (model.is_own_probe)
+        f"LABEL {BUILD_LABEL}={json.dumps(spec.tag or '1')}",
         f"COPY patch_vllm_registry.py {IN_IMAGE_DIR}/patch_vllm_registry.py",
         "RUN " + json.dumps(["python3", *patch]),
     ]
@@ -74,7 +78,8 @@ def render_dockerfile(spec: HybridSpec) -> str:
         lines.append(f"WORKDIR {spec.workdir}")
     labels = {"sparktui.hybrid.base": spec.base,
               "sparktui.hybrid.architectures": ",".join(a for a, _, _ in spec.architectures),
-              "sparktui.hybrid.model_types": ",".join(t for t, _ in spec.model_types)}
+              "sparktui.hybrid.model_types": ",".join(t for t, _ in spec.model_types),
+              BUILD_LABEL: ""}  # blank: the cluster's containers from this image are not build steps
     lines.append("LABEL " + " ".join(f"{k}={json.dumps(v)}" for k, v in labels.items()))
     return "\n".join(lines) + "\n"
 

@@ -15,7 +15,7 @@ from ..probes.image import ImageInfo, ImageNotFound, ImageProbeError, inspect_im
 from ..probes.model import ModelInfo, ModelProbeError, probe_model
 from .base import Action, ActionContext, ActionResult
 from .checks import CheckResult, fail, ok, skip, warn, worst
-from .checks.basics import RAY_PORTS, check_clocks, check_docker, check_ports, check_ssh, check_stale_container, check_versions
+from .checks.basics import check_clocks, check_docker, check_ports, check_ssh, check_stale_container, check_versions, head_ports
 from ..units import gib
 from .checks.entrypoint import entrypoint_result
 from .checks.fabric import fabric_results, gather_fabric
@@ -23,7 +23,7 @@ from .checks.fit import fit_results, parse_meminfo
 
 MAX_ALTERNATIVES = 6
 ALTERNATIVES_AT_ONCE = 3  # each probe holds a worker thread while it waits: leave the rest to the app
-STEP_STATUS = {OK: OK, SKIP: OK, WARN: WARN, FAIL: FAIL}  # a check's word as its step's
+STEP_STATUS = {OK: OK, SKIP: SKIP, WARN: WARN, FAIL: FAIL}  # a check's word as its step's: a skip is no ok
 CHECK_WORD = {FAIL: "failed", WARN: "warned", OK: "ok", SKIP: "skipped"}  # prose: "2 failed, 1 warned"
 
 
@@ -280,7 +280,7 @@ class DoctorAction(Action):
     async def _ports(self, ctx: ActionContext, nodes: list[Node]) -> list[CheckResult]:
         out = []
         for n in nodes:
-            ports = [ctx.config.cluster.serve_port, *RAY_PORTS] if n.name == ctx.config.head.name else []
+            ports = head_ports(ctx.config.cluster) if n.name == ctx.config.head.name else []
             if ports:
                 out.append(await check_ports(n, ports))
         return out or [skip("ports", "no head reachable")]

@@ -39,7 +39,9 @@ def _unix_url(client) -> str:
 
 def _is_build_step(command: str) -> bool:
     """Containers the classic builder makes for our Dockerfile's steps."""
-    return "patch_vllm_registry" in command or "#(nop)" in command
+    from ..model import BUILD_STEP_MARK
+
+    return BUILD_STEP_MARK in command or "#(nop)" in command
 
 
 def _catching(fn, state: dict):

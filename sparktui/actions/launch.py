@@ -29,10 +29,15 @@ from ..probes.cluster import LABEL_LAUNCH, Assessment, assess, catalogued_findin
 from ..probes.serving import ServingError, endpoint, server_info
 from ..waiting import get_within
 from .base import Action, ActionContext, ActionFailed, ActionResult
+from .serving_target import forward_note
 from .cluster_plan import ClusterPlan, NodePlan, PlanError, plan_cluster
 from .container_logs import LogPump
 from .lock import owner_labels
 
+
+def _is_forward(ctx: ActionContext, node: str) -> bool:
+    """The head's serve port reached through sparktui's own ssh connection (gone when it exits)."""
+    return getattr(ctx.nodes.get(node), "backend", "") == "ssh"
 
 class LaunchAction(Action):
     def __init__(self, *, replace: bool = False, timeout: float | None = None) -> None:
@@ -350,6 +355,8 @@ class LaunchAction(Action):
                                     "milestones": seen[np.node]} for np in plan.nodes}}
         if outcome == "ready":
             data.update(base_url=base, vllm_version=info.version, served_model=info.models[0], ready=True)
+            if _is_forward(ctx, plan.head.node):
+                data["serve_hint"] = forward_note(ctx.config, plan.head.node, base)
             if "api_ready" not in seen[plan.head.node]:  # readiness came from HTTP before the log said so
                 ctx.emit("milestone", "progress", "API server ready", node=plan.head.node, key="api_ready")
             how = "attached to the running cluster" if attached else f"launched on {len(plan.nodes)} nodes"

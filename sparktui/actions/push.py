@@ -61,6 +61,14 @@ def push_progress(sent: int, size: int, seconds: float) -> str:
     return f"{sent / MB:,.0f} MB (image {size / MB:,.0f} MB + tar headers)  {rate}"
 
 
+def push_done(sent: int, size: int, seconds: float) -> str:
+    """The end of a push: what was sent is the total now, said as one (done = total), with the
+    estimate the progress showed beside it when they differ."""
+    total = f"{sent / MB:,.0f}"
+    est = f" (estimated ~{size / MB:,.0f} MB)" if size and f"{size / MB:,.0f}" != total else ""
+    return f"{total} / {total} MB{est} in {seconds:.1f} s = {sent / MB / max(1e-6, seconds):,.0f} MB/s"
+
+
 class PushImageAction(Action):
     def __init__(self, image: str | None = None, source: str | None = None, targets: list[str] | None = None) -> None:
         self.image, self.source, self.targets = image, source, targets
@@ -160,6 +168,6 @@ class PushImageAction(Action):
                           "check that the source can `ssh TARGET docker load` without a prompt (cluster.peer_ssh_args)")
                 findings.append(image_finding("image_push_failed", rec.message, target, tail[-5:], advice))
                 raise ActionFailed(rec.message)
-            rec.message = f"{sent / MB:,.0f} MB in {dt:.1f} s = {rate:,.0f} MB/s"
+            rec.message = push_done(sent, size, dt)
             rec.data = {"bytes": sent, "seconds": round(dt, 3), "mb_per_s": round(rate, 1)}
         return rate

@@ -39,6 +39,8 @@ BUILT_IN: tuple[ActionEntry, ...] = (
     ActionEntry("investigate", "Investigate an NCCL hang", "sparktui.actions.investigate", "InvestigateAction", False,
                 "i"),
     ActionEntry("load-test", "Load test the API", "sparktui.actions.load_test", "LoadTestAction", False, "T"),
+    ActionEntry("api-forward", "Keep API forward open", "sparktui.actions.api_forward", "KeepForwardAction", False,
+                "A"),
 )
 ENTRIES: tuple[ActionEntry, ...] = BUILT_IN  # what the faces offer (a test may offer its own)
 

@@ -57,6 +57,32 @@ async def base_url(config: Config, nodes: Mapping[str, Node], *, connect_timeout
     return await endpoint(node, c.serve_host, c.serve_port), head.name, "forward"
 
 
+def keep_forward_command(config: Config, node_name: str = "", local_port: int | None = None) -> str:
+    """The ``ssh -N -L LOCAL:HOST:PORT user@node`` line that keeps the API reachable on this machine
+    after sparktui exits (its own forward lives on its connection and goes with it)."""
+    import shlex
+
+    c = config.cluster
+    n = next((x for x in config.nodes if x.name == node_name), config.head)
+    target = "127.0.0.1" if c.serve_host in ("0.0.0.0", "::", "") else c.serve_host
+    argv = ["ssh", "-N", "-L", f"{local_port or c.serve_port}:{target}:{c.serve_port}"]
+    if n.port:
+        argv += ["-p", str(n.port)]
+    if n.identity_file:
+        argv += ["-i", n.identity_file]
+    if n.ssh_config:
+        argv += ["-F", n.ssh_config]
+    argv.append(f"{n.user}@{n.host}" if n.user else n.host)
+    return shlex.join(argv)
+
+
+def forward_note(config: Config, node_name: str, url: str) -> str:
+    """What to say beside a URL that is a temporary forward."""
+    port = config.cluster.serve_port
+    return (f"{url} is a temporary forward through {node_name}'s ssh connection: it closes when this command "
+            f"exits; to keep the API at http://127.0.0.1:{port}, run: {keep_forward_command(config, node_name)}")
+
+
 def configured_model(config: Config) -> str:
     """The name the server is told to serve: ``--served-model-name`` in serve_args, else served_model."""
     args = list(config.cluster.serve_args)

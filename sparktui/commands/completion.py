@@ -15,6 +15,10 @@ from typing import Callable
 # values that name files or folders get path completion
 _PATHY = re.compile(r"PATH|DIR|FILE", re.I)
 _PATH_DESTS = {"config", "files", "output", "bundle", "offline", "file", "path"}
+# values whose names are known only at completion time: the script asks `sparktui completion --words KIND`
+DYNAMIC = {"session": "sessions", "canned": "canned", "host": "hosts", "node": "nodes", "source": "nodes",
+           "targets": "nodes"}
+WORD_KINDS = ("sessions", "canned", "hosts", "nodes")
 
 
 @dataclass
@@ -24,6 +28,7 @@ class Opt:
     choices: list[str] | None
     path: bool
     help: str
+    dynamic: str | None = None  # a WORD_KINDS entry
 
 
 @dataclass
@@ -45,14 +50,15 @@ def _describe(parser: argparse.ArgumentParser, name: str, helptext: str) -> Cmd:
             continue
         hidden = a.help == argparse.SUPPRESS
         if a.option_strings:
-            if hidden and a.dest.startswith("sub_"):
-                continue  # the global flags repeated after `demo`: completed at top level already
+            if hidden and (a.dest.startswith("sub_") or a.dest == "words"):
+                continue  # the global flags repeated after `demo` (completed at top level already); the scripts' own
             takes = a.nargs != 0
             cmd.opts.append(Opt(list(a.option_strings), takes, [str(c) for c in a.choices] if a.choices else None,
-                                takes and _is_path(a), "" if hidden else (a.help or "")))
+                                takes and _is_path(a), "" if hidden else (a.help or ""),
+                                DYNAMIC.get(a.dest) if takes else None))
         else:
             cmd.positionals.append(Opt([a.dest], True, [str(c) for c in a.choices] if a.choices else None,
-                                       _is_path(a), a.help or ""))
+                                       _is_path(a), a.help or "", DYNAMIC.get(a.dest)))
     return cmd
 
 
@@ -67,11 +73,19 @@ def describe(parser: argparse.ArgumentParser) -> tuple[Cmd, list[Cmd]]:
     return top, subs
 
 
-def _completes(o: Opt, words: Callable[[str], str], path: str, free: str) -> str:
+PROG = "sparktui"
+
+
+def _completes(o: Opt, words: Callable[[str], str], path: str, free: str,
+               dynamic: Callable[[str], str] | None = None) -> str:
     """The shell's spelling of what completes an option's value (or a positional): the word list of
-    its choices (``words`` gets them space-separated), file names, or nothing (a free value)."""
+    its choices (``words`` gets them space-separated), names asked of sparktui at completion time
+    (sessions, nodes, ssh hosts, canned prompts), file names, or nothing (a free value)."""
     if o.choices:
         return words(" ".join(o.choices))
+    if o.dynamic:
+        ask = f"$({PROG} completion --words {o.dynamic} 2>/dev/null)"
+        return dynamic(ask) if dynamic else words(ask)
     return path if o.path else free
 
 
@@ -143,11 +157,13 @@ def _zsh_specs(c: Cmd) -> list[str]:
         for f in o.flags:
             spec = f"{f}[{_zsh_text(o.help)}]"
             if o.takes_value:
-                spec += _completes(o, lambda w: f":value:({w})", ":path:_files", ":value: ")
+                spec += _completes(o, lambda w: f":value:({w})", ":path:_files", ":value: ",
+                                   lambda ask: f":value:{{compadd -- {ask}}}")
             specs.append(f"'{spec}'")
     for p in c.positionals:
         name = _zsh_text(p.flags[0])
-        specs.append("'" + _completes(p, lambda w, name=name: f"1:{name}:({w})", f"*:{name}:_files", f"1:{name}: ") + "'")
+        specs.append("'" + _completes(p, lambda w, name=name: f"1:{name}:({w})", f"*:{name}:_files", f"1:{name}: ",
+                                      lambda ask, name=name: f"1:{name}:{{compadd -- {ask}}}") + "'")
     return specs
 
 
@@ -173,9 +189,39 @@ def zsh_script(parser: argparse.ArgumentParser) -> str:
     return "\n".join(out)
 
 
+def words(kind: str, args) -> list[str]:
+    """The names a completion script asks for; none where they cannot be had (no config, no ssh config)."""
+    try:
+        if kind == "canned":
+            from ..actions.prompt import canned
+
+            return [c.name for c in canned()]
+        if kind == "sessions":
+            from .sessions import list_sessions, sessions_root
+
+            return [r.name for r in list_sessions(sessions_root(args))]
+        if kind == "nodes":
+            from ..config import load_config
+
+            return [n.name for n in load_config(getattr(args, "config", None)).nodes]
+        if kind == "hosts":
+            from .init import read_aliases, ssh_config_path
+
+            return read_aliases(ssh_config_path())
+    except Exception:  # completion never prints an error into the operator's command line
+        return []
+    return []
+
+
 def run(args) -> int:
     from ..cli import build_parser
 
+    if getattr(args, "words", None):
+        sys.stdout.write("".join(w + "\n" for w in words(args.words, args) if w and not w.startswith("-")))
+        return 0
+    if not args.shell:
+        print("sparktui completion: give the shell (bash or zsh)", file=sys.stderr)
+        return 2
     parser = build_parser()
     text = bash_script(parser) if args.shell == "bash" else zsh_script(parser)
     sys.stdout.write(text)

@@ -193,6 +193,36 @@ def _cut_str(line: str) -> str:
            f"{line[-LINE_TAIL:]}"
 
 
+def expand_dirs(paths: list[str]) -> list[str]:
+    """A folder stands for every log file under it (as ``investigate --offline`` reads one): plain or
+    gzip text that is no dump or capture, by name order.  Links are not followed out of it."""
+    from ..diagnosis.plain_dir import sniff
+
+    out: list[str] = []
+    for path in paths:
+        if path == "-" or not os.path.isdir(path):
+            out.append(path)
+            continue
+        found: list[str] = []
+        for top, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(top, d)))
+            for f in sorted(files):
+                full = os.path.join(top, f)
+                if os.path.islink(full) or not os.path.isfile(full):
+                    continue
+                try:
+                    with open(full, "rb") as fh:
+                        head = fh.read(4096)
+                except OSError:
+                    continue
+                if head[:2] == b"\x1f\x8b" or sniff(f, head) == "log":
+                    found.append(full)
+        if not found:
+            raise InputError(f"sparktui diagnose: {path}: no log file in this folder")
+        out.extend(found)
+    return out
+
+
 def analyse(paths: list[str], max_bytes: int = MAX_INPUT_BYTES, notes: list[str] | None = None):
     """Run the Diagnoser over the files; returns it (finished).  ``notes``: inputs cut at max_bytes."""
     from ..diagnosis import Diagnoser, lineprefix
@@ -288,7 +318,7 @@ def run(args) -> int:
 
     notes: list[str] = []
     try:
-        dg = analyse(list(args.files), getattr(args, "max_bytes", None) or MAX_INPUT_BYTES, notes)
+        dg = analyse(expand_dirs(list(args.files)), getattr(args, "max_bytes", None) or MAX_INPUT_BYTES, notes)
     except InputError as exc:
         print(safe(exc), file=sys.stderr)  # a file name is the user's text: its escapes stay inert
         return 2

@@ -11,7 +11,7 @@ import json
 import sys
 
 
-def _fmt_answer(target, answer, note: str | None) -> str:
+def _fmt_answer(target, answer, note: str | None, hint: str | None = None) -> str:
     from ..logs.sanitize import clean_text
 
     a = answer
@@ -26,6 +26,8 @@ def _fmt_answer(target, answer, note: str | None) -> str:
     lines += ["", _stats(a)]
     if note:
         lines.append(f"note: {note}")
+    if hint:
+        lines.append(f"note: {hint}")
     return "\n".join(lines)
 
 
@@ -57,6 +59,23 @@ class _Live:
         self.out.flush()
 
 
+async def _cluster_state(config, nodes, timeout: float = 20.0) -> list[str] | None:
+    """The cluster's state lines (probes.cluster.state_lines) when it is broken, else None."""
+    from ..probes.cluster import check_cluster, state_lines
+    from .status import BROKEN
+
+    real = {n.name: nodes[n.name] for n in config.nodes if n.backend != "sim" and n.name in nodes}
+    if not real:
+        return None
+    try:
+        async with asyncio.timeout(timeout):
+            view, a = await check_cluster(real, config.cluster.name, [n.name for n in config.nodes])
+    except Exception:  # the prompt's error stands on its own
+        return None
+    # only a broken cluster explains the error; a running or unknown one would be noise
+    return state_lines(view, a) if a.state in BROKEN else None
+
+
 async def _run(args, config) -> int:
     from ..actions.cli_runner import close_nodes, make_nodes
     from ..actions.prompt import History, canned, explain, send
@@ -80,22 +99,32 @@ async def _run(args, config) -> int:
     except ServingError as exc:
         from ..logs.sanitize import clean_line
 
+        # vLLM's own message ("EngineCore encountered an issue. See stack trace (above)") says nothing
+        # of the cause: the cluster's state, as `status` assesses it, says which container went
+        state = await _cluster_state(config, nodes)
         if args.json:
-            print(json.dumps({"error": str(exc), "status": exc.status, "kind": exc.kind}))
+            print(json.dumps({"error": str(exc), "status": exc.status, "kind": exc.kind, "cluster": state}))
         print(f"sparktui prompt: {clean_line(str(exc))}", file=sys.stderr)
+        for line in state or ():
+            print(clean_line(line), file=sys.stderr)
         return 1
     finally:
         await close_nodes(nodes)
     History.for_cluster(config.cluster.name).add(text)
     note = explain(answer, max_tokens=args.max_tokens, thinking=thinking)
+    hint = None
+    if target.via == "forward":  # the URL was this command's own forward: closed once it exits
+        from ..actions.serving_target import forward_note
+
+        hint = forward_note(config, target.node, target.base_url)
     if args.json:
         d = answer.to_json()
-        d.update(note=note, base_url=target.base_url)
+        d.update(note=note, base_url=target.base_url, serve_hint=hint)
         print(json.dumps(d, indent=2))
     elif live is not None:
-        print("\n\n" + _stats(answer) + (f"\nnote: {note}" if note else ""))
+        print("\n\n" + _stats(answer) + (f"\nnote: {note}" if note else "") + (f"\nnote: {hint}" if hint else ""))
     else:
-        print(_fmt_answer(target, answer, note))
+        print(_fmt_answer(target, answer, note, hint))
     return 0
 
 

@@ -96,13 +96,36 @@ def _actions_section(actions: list[dict], others: list[dict], meta: dict) -> lis
     return out
 
 
-def build_report(path: Path) -> str:
-    """The report; ``SessionError`` (one line) for a session file of the wrong kind or shape."""
+def _verdicts(events: list[dict]) -> list[dict]:
+    """Every hang investigation's verdict (its "verdict" step), oldest first."""
+    return [{"ts": e.get("ts"), "problem": e.get("status") == "warn", "verdict": e.get("message") or ""}
+            for e in events if e.get("type") == "ActionEvent" and e.get("action") == "investigate"
+            and e.get("step") == "verdict" and e.get("status") in ("ok", "warn")]
+
+
+def _read(path: Path):
     with open_session(path) as sd:
         # read and checked up front (session_read.py): links are not followed, shapes are validated
-        meta = read_meta(sd, required=False)
-        events = read_events(sd)
-        logs = read_logs(sd, tail_bytes=LOG_TAIL_BYTES)
+        return read_meta(sd, required=False), read_events(sd), read_logs(sd, tail_bytes=LOG_TAIL_BYTES)
+
+
+def report_data(path: Path) -> dict:
+    """What the report says, for ``report --json``: the session, findings, the last milestone of
+    each node, investigation verdicts and notes."""
+    meta, events, _logs = _read(path)
+    last: dict[str, dict] = {}
+    for e in events:
+        if e.get("type") == "MilestoneReached" and not _own_probe(e["milestone"].get("source") or ""):
+            last[e["milestone"].get("node") or "?"] = e["milestone"]
+    return {"session": path.name, "meta": meta,
+            "findings": [e["finding"] for e in events if e.get("type") == "FindingRaised"],
+            "milestones": last, "verdicts": _verdicts(events),
+            "notes": [e for e in events if e.get("type") == "Note"]}
+
+
+def build_report(path: Path) -> str:
+    """The report; ``SessionError`` (one line) for a session file of the wrong kind or shape."""
+    meta, events, logs = _read(path)
     findings = [e["finding"] for e in events if e.get("type") == "FindingRaised"]
     actions = [e for e in events if e.get("type") == "ActionEvent"]
     notes = [e for e in events if e.get("type") == "Note"]
@@ -137,6 +160,13 @@ def build_report(path: Path) -> str:
             out.append(f"- advice: {f['advice']}")
         if f.get("evidence"):
             out += ["", *_fence(list(f["evidence"]))]
+        out.append("")
+
+    verdicts = _verdicts(events)
+    if verdicts:
+        out += ["## Investigations", ""]
+        for v in verdicts:
+            out.append(f"- {_when(v['ts'])} {'problem' if v['problem'] else 'no problem'}: {v['verdict']}")
         out.append("")
 
     out += ["## Startup progress", ""]
@@ -204,11 +234,30 @@ def run(args) -> int:
     # the session's text is data (a line recorded before redaction or escape handling existed,
     # a hand-edited file): the printed report holds no escapes and no secrets whatever it read
     try:
-        text = build_report(path)
+        if getattr(args, "json", False):
+            import json
+
+            from ..logs.redact import redact_obj
+
+            # ensure_ascii: every control character leaves as a \u escape
+            text = json.dumps(redact_obj(report_data(path)), indent=2, default=str) + "\n"
+        else:
+            text = redact(clean_text(build_report(path)))
     except SessionError as exc:
         from ..logs.sanitize import safe
 
         print(f"sparktui: report: {safe(exc)}", file=sys.stderr)
         return 2
-    sys.stdout.write(redact(clean_text(text)))
+    out = getattr(args, "output", None)
+    if out:
+        from ..logs.sanitize import safe
+
+        try:
+            Path(out).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            print(f"sparktui: report: cannot write {safe(out)}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        print(f"sparktui: report of {path.name} written to {safe(out)}", file=sys.stderr)
+        return 0
+    sys.stdout.write(text)
     return 0

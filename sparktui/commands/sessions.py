@@ -32,6 +32,7 @@ class SessionRow:
     size_bytes: int
     findings: int
     error: str | None = None
+    scenario: str = ""  # a demo's scenario (healthy, nccl-hang, ...)
 
 
 def _size_and_newest(path: Path) -> tuple[int, float]:
@@ -69,6 +70,8 @@ def describe(path: Path) -> SessionRow:
     if isinstance(meta.get("cluster"), str):
         row.cluster = meta["cluster"]
     row.kind = meta.get("kind") or ""
+    if isinstance(meta.get("scenario"), str):
+        row.scenario = meta["scenario"]
     row.findings = sum(1 for e in events if e.get("type") == "FindingRaised")
     last = max((e.get("ts") or 0 for e in events if isinstance(e.get("ts"), (int, float))), default=0)
     end = max(last, newest)
@@ -103,7 +106,8 @@ def render(rows: list[SessionRow], root: Path) -> str:
     table = [head]
     for r in rows:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started)) if r.started else "?"
-        table.append((r.name, started, r.cluster or "?", r.kind or "?", _duration(r.duration_s), human_bytes(r.size_bytes),
+        kind = (r.kind or "?") + (f" ({r.scenario})" if r.scenario else "")
+        table.append((r.name, started, r.cluster or "?", kind, _duration(r.duration_s), human_bytes(r.size_bytes),
                       "unreadable" if r.error else str(r.findings)))
     widths = [max(len(safe(str(row[i]))) for row in table) for i in range(len(head))]
     lines = ["  ".join(safe(str(c)).ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]

@@ -1,6 +1,7 @@
 """`sparktui status [--json]`: one snapshot of every node (reachability, containers, memory, GPU).
 
-Exit 0 when every node answered, 1 when some did not, 2 for usage/config errors (a key file that
+Exit 0 when every node answered and the cluster is absent or running, 1 when some node did not answer or
+the cluster is half, exited or stale (``BROKEN``), 2 for usage/config errors (a key file that
 cannot be used counts as config).  A host key nobody vouched for is refused: the output names its
 fingerprint and how to add it after checking.
 """
@@ -16,6 +17,9 @@ from typing import Any
 from ..config import Config, ConfigError, NodeConfig, load_config
 from ..units import gib
 from ..logs.sanitize import safe  # every name, message and label printed came from a node
+
+# cluster states (probes.cluster.assess) that are a problem to report, like an unreachable node
+BROKEN = ("half", "exited", "stale")
 
 
 def _check_keys(config: Config) -> None:
@@ -128,8 +132,7 @@ async def _cluster(config: Config, timeout: float) -> dict[str, Any]:
     try:
         async with asyncio.timeout(timeout * 2):
             view, a = await check_cluster(nodes, c.name, [n.name for n in config.nodes])
-            out.update(state=a.state, launch=a.launch, containers=[x.to_json() for x in view.all()],
-                       unreachable=view.unreachable, findings=[f.to_json() for f in a.findings])
+            out.update(cluster_doc(view, a))
             head = nodes.get(config.head.name)
             if head is not None and a.state in ("running", "half"):
                 try:
@@ -144,6 +147,18 @@ async def _cluster(config: Config, timeout: float) -> dict[str, Any]:
     finally:
         await close_nodes(nodes)
     return out
+
+
+def cluster_doc(view, a) -> dict[str, Any]:
+    """What ``status --json`` says of the cluster's containers and their assessment."""
+    return {"state": a.state, "launch": a.launch, "containers": [x.to_json() for x in view.all()],
+            "unreachable": view.unreachable, "findings": [f.to_json() for f in a.findings]}
+
+
+def exit_code(nodes: list[dict], cluster: dict) -> int:
+    """1 when a node did not answer or the cluster is broken (its ERROR lines are printed), else 0."""
+    ok = all(n["reachable"] for n in nodes)
+    return 0 if ok and cluster.get("state") not in BROKEN else 1
 
 
 def _cluster_text(cl: dict) -> str:
@@ -205,14 +220,15 @@ def run(args) -> int:
         return list(snaps), cluster
 
     nodes, cluster = asyncio.run(all_nodes())
-    ok = all(n["reachable"] for n in nodes)
+    code = exit_code(nodes, cluster)
     if getattr(args, "json", False):
         # ensure_ascii (json's default): every control character leaves as a \u escape
-        print(json.dumps({"config": config.path, "ok": ok, "nodes": nodes, "cluster": cluster}, indent=2, default=str))
+        print(json.dumps({"config": config.path, "ok": code == 0, "nodes": nodes,
+                          "cluster": cluster}, indent=2, default=str))
     else:
         print(_text(nodes))
         print(_cluster_text(cluster))
     for n in nodes:
         if n["host_key"]:
             print(f"sparktui: {safe(n['error'])}", file=sys.stderr)
-    return 0 if ok else 1
+    return code

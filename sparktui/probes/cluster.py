@@ -242,3 +242,17 @@ async def check_cluster(nodes: Mapping[str, Node], name: str, node_names: list[s
         findings.append(catalogued_finding("half_cluster", f"cluster {name}: the head's engine is dead while its "
                                     "containers still run", evidence=tuple(f.title for f in extra[:3])))
     return view, replace(a, state=state, findings=tuple(findings))
+
+
+def state_lines(view: ClusterView, a: Assessment) -> list[str]:
+    """The cluster's state in a few lines for an error that says nothing of it (a failed prompt):
+    its state, each container not running (node, name, exit code, when, as Docker says it), each
+    node that could not be asked."""
+    lines = [f"cluster {view.name}: {a.state}"]
+    for c in view.all():
+        if not c.running:
+            code = f" with code {c.exit_code}" if c.exit_code is not None else ""
+            lines.append(f"  {c.node}: container {c.name} {c.state}{code} ({c.status})")
+    lines += [f"  {n}: could not be asked ({why})" for n, why in view.unreachable.items()]
+    lines += [f"  {f.severity.upper()} {f.id}: {f.title}" for f in a.findings if f.severity == "error"][:4]
+    return lines

@@ -124,6 +124,8 @@ def test_mp_cluster_lifecycle_stale_replace_killed_launch_attach_serve_worker_di
         out = _launch_ready(bed, cfg, extra=("--break-lock",))
         d = out["data"]
         assert d["attached"] is True and d["executor"] == "mp" and d["tp"] == 2 and d["vllm_version"] == "0.32.0"
+        # issue 32 item 6: the printed URL is this command's forward; the line to keep one is given
+        assert "closes when this command exits" in d["serve_hint"] and " -N -L " in d["serve_hint"]
         assert {"arch_resolved", "weights_loaded", "api_ready"} <= set(d["nodes"]["spark1"]["milestones"])
         assert "weights_loaded" in d["nodes"]["spark2"]["milestones"]  # the headless rank loaded its shard
 
@@ -137,11 +139,18 @@ def test_mp_cluster_lifecycle_stale_replace_killed_launch_attach_serve_worker_di
         bed.docker("spark2", "kill", name, check=True)
         with pytest.raises(Exception):  # the head finds out at its next collective
             _chat(port)
+        # issue 32 item 7: a failed prompt says which node's container exited, and with what code
+        pr = bed.cli("prompt", "hi", "--no-stream", config=cfg, timeout=180)
+        assert pr.returncode == 1, pr.stdout[-1500:]
+        assert f"spark2: container {name} exited with code 137" in pr.stderr, pr.stderr[-3000:]
 
         def broken():
-            c = _json(bed.cli("status", "--json", config=cfg, timeout=120))["cluster"]
-            return c if c["state"] in ("half", "exited") and any(f["id"] == "engine_dead" for f in c["findings"]) \
-                else None
+            r = bed.cli("status", "--json", config=cfg, timeout=120)
+            c = _json(r)["cluster"]
+            if c["state"] in ("half", "exited") and any(f["id"] == "engine_dead" for f in c["findings"]):
+                assert r.returncode == 1, "status exited 0 on a broken cluster"  # issue 32 item 2
+                return c
+            return None
 
         c = _until(broken, 90, "status shows the broken cluster", every=2)
         ids = [f["id"] for f in c["findings"]]

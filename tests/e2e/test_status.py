@@ -142,3 +142,29 @@ def test_bad_config_one_line_exit_2(bed, e2e, tmp_path, make):
     assert expected in lines[0] and str(path) in lines[0]
     assert "hint:" in lines[0]
     assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+@pytest.mark.parametrize("spark2", ["exited", "stale"])
+def test_half_or_stale_cluster_exits_1(bed, e2e, container_name, cleanup, spark2):
+    """A cluster whose spark2 container exited (half), or a container of the cluster's name that no
+    launch of sparktui made (stale): status prints its ERROR line and exits 1 (issue 32 item 2)."""
+    import tomllib
+
+    name = tomllib.loads(bed.config.read_text())["cluster"]["name"]
+    labels = ["--label", f"sparktui.cluster={name}", "--label", "sparktui.launch=e2e-half"]
+    cleanup += [("spark1", container_name), ("spark2", container_name)]
+    bed.docker("spark1", "run", "-d", "--name", container_name, *labels, "--label", "sparktui.rank=0",
+               "--network", "host", "sparktui-base:bookworm", "sleep", "600")
+    if spark2 == "exited":
+        bed.docker("spark2", "run", "--name", container_name, *labels, "--label", "sparktui.rank=1",
+                   "sparktui-base:bookworm", "sh", "-c", "exit 3", check=False)
+    else:  # no labels: started by hand, not one launch with spark1's
+        bed.docker("spark2", "create", "--name", name, "sparktui-base:bookworm", "true")
+        cleanup.append(("spark2", name))
+    r = e2e.run_cli("status", "--json", "--config", str(bed.config))
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is False and all(n["reachable"] for n in doc["nodes"])
+    assert doc["cluster"]["state"] == ("half" if spark2 == "exited" else "stale")
+    text = e2e.run_cli("status", "--config", str(bed.config))
+    assert text.returncode == 1 and "ERROR" in text.stdout

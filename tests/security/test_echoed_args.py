@@ -53,7 +53,7 @@ def test_a_missing_path_is_echoed_inert(hostile, capsys, argv):
 
 def test_a_folder_given_as_a_log_is_echoed_inert(hostile, capsys):
     hostile.mkdir()
-    assert "is a directory" in _one_line_2(["diagnose", str(hostile)], capsys)
+    assert "no log file" in _one_line_2(["diagnose", str(hostile)], capsys)  # an empty folder
 
 
 def test_a_config_key_with_escapes_is_echoed_inert(tmp_path, capsys):

@@ -9,7 +9,14 @@ import time
 from ...nodes.base import HostKeyError, Node, NodeError
 from . import CheckResult, fail, ok, skip, warn
 
-RAY_PORTS = (6379, 8265)
+RAY_DASHBOARD_PORT = 8265
+
+
+def head_ports(cluster) -> list[int]:
+    """The ports the launch will bind on the head: the serve port, and the executor's own (Ray's GCS
+    and dashboard, or mp's torch.distributed master port)."""
+    own = [cluster.master_port] if cluster.executor == "mp" else [cluster.ray_port, RAY_DASHBOARD_PORT]
+    return [cluster.serve_port, *own]
 
 
 async def check_ssh(node: Node, backend: str) -> CheckResult:

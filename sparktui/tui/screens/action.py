@@ -49,7 +49,7 @@ class RunsActions:
         return factory(emit=emit, confirm=confirm)
 
 STATUS_STYLE = {"ok": "$success", "warn": "$warning", FAIL: "$error", "cancelled": "$warning",
-                "started": "$primary", "progress": "$primary", "info": "$text-muted"}
+                "started": "$primary", "progress": "$primary", "info": "$text-muted", "skip": "$text-muted"}
 
 
 class ActionScreen(RunsActions, Screen[None]):
