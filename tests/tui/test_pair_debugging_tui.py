@@ -168,3 +168,27 @@ async def test_another_operators_note_and_action_toast_and_ones_own_do_not(make_
         app.refresh_now()
         await pilot.pause()
         assert [n for n in notes(app)[before:] if n.startswith("note from")] == []
+
+
+async def test_escape_on_the_question_puts_the_decline_on_the_shared_timeline(tmp_path, monkeypatch, sample_actions):
+    import json
+
+    from sparktui.actions.shared_timeline import TimelineWriter
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("SPARKTUI_LOCK_ROOT", raising=False)
+    monkeypatch.setenv(ENV, "alice")
+    config = parse_config(CFG)
+    node = LocalNode(config.nodes[0])
+    writer = TimelineWriter(node, CLUSTER, session="s-alice")
+    app = SparkApp(Engine(config, []), nodes=lambda: {"spark1": node}, live=False, timeline=writer)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.open_action("wipe-test")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmModal), "the question")
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, ActionScreen) and app.screen.result is not None, "the end")
+        assert await writer.flush(timeout=20), writer.last_error
+    recs = [json.loads(x) for x in (tmp_path / ".local/state/sparktui/clusters" / CLUSTER / "timeline.jsonl")
+            .read_text().splitlines()]
+    declined = [r for r in recs if r["step"] == "confirm" and r["status"] == "cancelled"]
+    assert [r["message"].split(":")[0] for r in declined] == ["alice declined wipe-test"], recs
