@@ -28,7 +28,8 @@ def table() -> str:
     rows = ["| key | what it does | where |", "|---|---|---|"]
     for e in keymap.entries():
         keys = ", ".join(f"`{keymap.display_key(k)}`" for k in e.key_list)
-        what = e.description + (" (changes a node; hidden with `--read-only`)" if e.mutating else "")
+        what = e.description + (" (changes a node; hidden with `--read-only`)" if e.mutating else
+                                f" ({e.loads}; refused with `--read-only`)" if e.loads else "")
         rows.append(f"| {keys} | {what.replace('|', chr(92) + '|')} | {WHERE.get(e.scope, e.scope)} |")
     return "\n".join(rows)
 

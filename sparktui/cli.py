@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 THEMES = ("sparktui-dark", "sparktui-light", "sparktui-256", "sparktui-contrast")
@@ -33,6 +34,18 @@ def _common(p: argparse.ArgumentParser, top: bool = False) -> None:
     # subcommands accept --config too; SUPPRESS keeps `sparktui --config X status` from losing X
     p.add_argument("--config", metavar="PATH", default=None if top else argparse.SUPPRESS,
                    help="cluster config (default: $SPARKTUI_CONFIG or ~/.config/sparktui/cluster.toml)")
+    p.add_argument("--operator", metavar="NAME", type=_operator, default=None if top else argparse.SUPPRESS,
+                   help="who you are in the cluster lock and the shared timeline "
+                        "(default: $SPARKTUI_OPERATOR or user@host)")
+
+
+def _operator(text: str) -> str:
+    from .identity import OperatorError, check
+
+    try:
+        return check(text)
+    except OperatorError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _lenient(kind: type):
@@ -223,6 +236,16 @@ def main(argv: list[str] | None = None) -> int:
         sub_val = getattr(args, f"sub_{flag}", None)
         if sub_val:
             setattr(args, flag, sub_val)
+    # one operator name for the whole process (lock, timeline, container labels): checked here, once
+    from .identity import ENV, OperatorError, operator_id
+
+    if getattr(args, "operator", None):
+        os.environ[ENV] = args.operator
+    try:
+        operator_id()
+    except OperatorError as exc:
+        print(f"sparktui: ${ENV}: {exc}", file=sys.stderr)
+        return 2
     command = args.command or "tui"
     module_name = "sparktui.commands." + command.replace("-", "_")
     try:

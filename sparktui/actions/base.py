@@ -103,6 +103,8 @@ class ActionContext:
 
     # the cluster's shared timeline (actions/shared_timeline.TimelineWriter): set by a face that has one
     timeline: Any = None
+    # how this face queues behind another operator's lock, said in a refusal ('' : the CLI's --wait)
+    wait_hint: str = ""
 
     def emit(self, step: str, status: str, message: str = "", *, progress: float | None = None, node: str = "",
              key: str = "") -> None:
@@ -114,15 +116,41 @@ class ActionContext:
 
     async def confirm(self, title: str, detail: str = "", *, full: str = "") -> bool:
         """Ask before something destructive.  Read-only refuses; --yes accepts.  ``full``: what the
-        detail summarises (exact commands), shown only on request (TUI ``v``, CLI ``--verbose``)."""
+        detail summarises (exact commands), shown only on request (TUI ``v``, CLI ``--verbose``).
+
+        A person may walk away from the question: the cluster lock is given back while it is open and
+        taken again after Yes (LockHeld, naming the holder, when someone took it meanwhile).  A No is
+        told to the shared timeline, so the other operators know the action was not run."""
         if self.read_only:
             raise ActionRefused(f"{title}: refused in read-only mode")
         if self.assume_yes:
             return True
         if self._confirm is None:
             raise ActionRefused(f"{title}: needs confirmation (pass --yes)")
+        lock = self.lock
+        if lock is not None and lock.token:
+            await asyncio.shield(lock.release())
+            self.emit("lock", "info", "cluster lock given back while the question is open")
         # a face's confirm that takes (title, detail) only still works for a question without details
-        return await (self._confirm(title, detail, full) if full else self._confirm(title, detail))
+        asked = self._confirm(title, detail, full) if full else self._confirm(title, detail)
+        if not await asked:
+            from ..identity import operator_id
+
+            self.emit("confirm", "cancelled", f"{operator_id()} declined {self.action_name}: {title}")
+            return False
+        if lock is not None and not lock.lost:
+            from .lock import LockHeld
+
+            try:  # no queueing here: whatever the other operator did makes the plan just confirmed stale
+                await self.take_lock(lock, wait=False)
+            except LockHeld as exc:
+                raise LockHeld(f"taken while the question was open: {exc}", exc.holder) from None
+        return True
+
+    async def take_lock(self, lock: Any, *, wait: bool | None = None) -> None:
+        """Take ``lock`` for this action (LockHeld / LockError when it cannot be had) and keep it beating."""
+        await lock.acquire(self, self.action_name, wait=wait)
+        lock.start_heartbeat(lambda why: self.emit("lock", "warn", why))
 
     def on_cleanup(self, fn: Callable[[], Awaitable[None]]) -> None:
         self._cleanups.append(fn)
@@ -179,6 +207,7 @@ class Action:
     name: str = "action"
     title: str = "Action"
     mutating: bool = False
+    loads: str = ""  # registry.ActionEntry.loads: refused in read-only mode too
     findings: list[Finding]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -186,7 +215,7 @@ class Action:
         super().__init_subclass__(**kwargs)
         entry = registry.entry_of_class(cls.__module__, cls.__qualname__)
         if entry is not None:
-            cls.name, cls.title, cls.mutating = entry.name, entry.title, entry.mutating
+            cls.name, cls.title, cls.mutating, cls.loads = entry.name, entry.title, entry.mutating, entry.loads
 
     async def execute(self, ctx: ActionContext) -> ActionResult:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -200,27 +229,22 @@ class Action:
 
     async def _run_workflow(self, ctx: ActionContext) -> ActionResult:
         ctx.action_name = self.name
-        if self.mutating and ctx.read_only:
-            why = f"{self.name} refused: read-only mode (--read-only) forbids changing the cluster"
+        why = registry.read_only_refusal(self.name, self.mutating, self.loads) if ctx.read_only else ""
+        if why:
             ctx.emit("start", FAIL, why)
             return ActionResult(self.name, False, why, data={"refused": "read_only"})
         lock = None
         if self.mutating:
-            from .lock import ClusterLock, LockHeld  # here: read-only faces never pay for its imports
+            from .lock import ClusterLock  # here: read-only faces never pay for its imports
 
             # one mutating action per cluster, across operators: taken on the head before anything runs
+            # (given back while a question is open: ActionContext.confirm)
             try:
                 lock = ClusterLock.for_context(ctx)
                 if lock is not None:
-                    await lock.acquire(ctx, self.name)
+                    await ctx.take_lock(lock)
             except ActionRefused as exc:
-                ctx.emit("lock", FAIL, str(exc))
-                data: dict[str, Any] = {"refused": "lock"}
-                if isinstance(exc, LockHeld):
-                    data["lock_holder"] = exc.holder.to_json()
-                return ActionResult(self.name, False, str(exc), steps=ctx.steps, data=data)
-            if lock is not None:
-                lock.start_heartbeat(lambda why: ctx.emit("lock", "warn", why))
+                return self._lock_refused(ctx, exc)
             ctx.lock = lock
         try:
             try:
@@ -231,6 +255,11 @@ class Action:
                 raise
             except ActionRefused as exc:
                 await ctx.run_cleanups()
+                if lock is not None:
+                    from .lock import LockError, LockHeld
+
+                    if isinstance(exc, (LockHeld, LockError)):  # after a Yes, someone else had taken it
+                        return self._lock_refused(ctx, exc)
                 return ActionResult(self.name, False, str(exc), steps=ctx.steps)
             except ActionFailed as exc:
                 await ctx.run_cleanups()
@@ -252,6 +281,14 @@ class Action:
                 except Exception as exc:
                     ctx.emit("lock", "warn", f"cluster lock not released: {exc}")
                 ctx.lock = None
+
+    def _lock_refused(self, ctx: ActionContext, exc: ActionRefused) -> ActionResult:
+        ctx.emit("lock", FAIL, str(exc))
+        data: dict[str, Any] = {"refused": "lock"}
+        holder = getattr(exc, "holder", None)
+        if holder is not None:
+            data["lock_holder"] = holder.to_json()
+        return ActionResult(self.name, False, str(exc), steps=ctx.steps, data=data)
 
 
 def confirmation_text(title: str, detail: str = "", full: str = "", *, verbose: bool = False) -> str:

@@ -46,6 +46,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..identity import operator_id
 from ..logs.sanitize import safe
 from ..nodes.base import NodeError
 from ..timefmt import local_clock, now_local
@@ -53,6 +54,8 @@ from ..waiting import Backoff
 from .errors import ActionRefused
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ..nodes.base import Node
     from .base import ActionContext
 
@@ -60,6 +63,7 @@ DEFAULT_ROOT = ".local/state/sparktui/clusters"  # relative: under each node's $
 HEARTBEAT_S = 10.0
 STALE_S = 60.0
 MAX_RECORD = 64 * 1024  # a record is ~300 bytes; more is not ours, and is never read whole
+WAIT_HINT = "--wait to queue"  # the CLI's way to queue behind a holder (the TUI says its own)
 FIELD_CAP = 80  # a holder field as shown: enough for user@host, never a screenful
 LABEL_OPERATOR = "sparktui.operator"
 LABEL_ACTION = "sparktui.action"
@@ -111,7 +115,7 @@ show)
 esac
 """.replace("MAXREC", str(MAX_RECORD + 1))
 
-_STR_FIELDS = ("user", "host", "action", "since", "since_heartbeat", "session", "cluster", "token")
+_STR_FIELDS = ("user", "host", "operator", "action", "since", "since_heartbeat", "session", "cluster", "token")
 
 
 class LockError(ActionRefused):
@@ -193,7 +197,12 @@ class Holder:
 
     @property
     def who(self) -> str:
-        return f"{self._field('user')}@{self._field('host')}" if self.record else "(unknown: being taken)"
+        """The operator (``--operator``), or user@host for a record written before operators had names."""
+        if not self.record:
+            return "(unknown: being taken)"
+        if self.record.get("operator"):
+            return self._field("operator")
+        return f"{self._field('user')}@{self._field('host')}"
 
     @property
     def action(self) -> str:
@@ -266,8 +275,7 @@ def _parse(text: str) -> tuple[str, Holder | None]:
 
 def owner_labels(ctx: "ActionContext", action: str | None = None) -> dict[str, str]:
     """Labels every action-owned container carries: whose it is, so cleanup only takes one's own."""
-    user, host = operator()
-    return {LABEL_OPERATOR: f"{user}@{host}", LABEL_ACTION: action or ctx.action_name,
+    return {LABEL_OPERATOR: operator_id(), LABEL_ACTION: action or ctx.action_name,
             LABEL_SESSION: getattr(ctx, "session_id", "") or PROCESS_SESSION}
 
 
@@ -315,15 +323,22 @@ class ClusterLock:
     def for_context(cls, ctx: "ActionContext") -> "ClusterLock | None":
         """The lock of ctx's cluster on every node of it (head first), or None where there is none to
         share: the embedded demo (sim nodes live in this process only) or a context without its nodes."""
-        names = [n.name for n in ctx.config.nodes]
-        if ctx.config.nodes:
-            head = ctx.config.head.name
+        return cls.for_nodes(ctx.config, ctx.nodes, root=getattr(ctx, "lock_root", None),
+                             session=getattr(ctx, "session_id", "") or "")
+
+    @classmethod
+    def for_nodes(cls, config, nodes: "Mapping[str, Node]", *, root: str | None = None,
+                  session: str = "") -> "ClusterLock | None":
+        """The lock of ``config``'s cluster on those of ``nodes`` it lists (head first); None for sim nodes."""
+        names = [n.name for n in config.nodes]
+        if config.nodes:
+            head = config.head.name
             names = [head] + [n for n in names if n != head]
-        nodes = [ctx.nodes[n] for n in names if n in ctx.nodes and getattr(ctx.nodes[n], "backend", "") != "sim"]
-        if not nodes:
+        handles = [nodes[n] for n in names if n in nodes and getattr(nodes[n], "backend", "") != "sim"]
+        if not handles:
             return None
-        root = getattr(ctx, "lock_root", None) or os.environ.get("SPARKTUI_LOCK_ROOT") or None
-        return cls(nodes, ctx.config.cluster.name, root=root, session=getattr(ctx, "session_id", "") or "")
+        root = root or os.environ.get("SPARKTUI_LOCK_ROOT") or None
+        return cls(handles, config.cluster.name, root=root, session=session)
 
     # ------------------------------------------------------------------ node side
     async def _op(self, op: str, token: str = "", record: str = "", site: _Site | None = None
@@ -351,7 +366,8 @@ class ClusterLock:
         user, host = operator()
         token = secrets.token_hex(8)
         since = now_local()
-        self.record = {"user": user, "host": host, "pid": os.getpid(), "action": action, "since": since,
+        # user and host stay the machine's: a stale lock's dead pid is recognised on this very host
+        self.record = {"user": user, "host": host, "operator": operator_id(), "pid": os.getpid(), "action": action, "since": since,
                        "session": self.session, "cluster": self.cluster, "token": token}
         taken: list[_Site] = []
         skipped: list[str] = []
@@ -469,19 +485,22 @@ class ClusterLock:
             self._beat = None
 
     # ------------------------------------------------------------------ the policy
-    def held_message(self, holder: Holder, action: str, stale: str = "", node: str = "") -> str:
+    def held_message(self, holder: Holder, action: str, stale: str = "", node: str = "",
+                     hint: str = WAIT_HINT) -> str:
+        """``hint``: how this face queues behind the holder (the CLI's flag; the TUI's key)."""
         node = node or self.node.name
         if stale:
             return (f"{node}: stale lock: {holder.describe()} ({stale}) — {action} refused; "
                     "--break-lock to break it")
-        return f"{node}: {holder.describe()} — {action} refused; --wait to queue"
+        return f"{node}: {holder.describe()} — {action} refused; {hint}"
 
-    async def acquire(self, ctx: "ActionContext", action: str) -> None:
+    async def acquire(self, ctx: "ActionContext", action: str, *, wait: bool | None = None) -> None:
         """Take the lock for ``action`` or raise LockHeld: waits when ``ctx.lock_wait``; a stale holder is
         broken only when ``ctx.break_lock`` or the operator confirms (``--yes`` alone never breaks
         someone else's lock: it answers for the action, not for the other operator).  A holder once
         confirmed is broken on every node it still holds, without asking again."""
-        wait = bool(getattr(ctx, "lock_wait", False))
+        wait = bool(getattr(ctx, "lock_wait", False)) if wait is None else wait
+        hint = getattr(ctx, "wait_hint", "") or WAIT_HINT
         pause, told = Backoff(0.5, 5.0), ""
         asked: set[str] = set()
         confirmed: set[str] = set()
@@ -511,9 +530,9 @@ class ClusterLock:
                     else:
                         failed.add(place)
                     continue  # take it (or meet whoever was quicker)
-                raise LockHeld(self.held_message(holder, action, stale, name), holder)
+                raise LockHeld(self.held_message(holder, action, stale, name, hint), holder)
             if not wait:
-                raise LockHeld(self.held_message(holder, action, stale, name), holder)
+                raise LockHeld(self.held_message(holder, action, stale, name, hint), holder)
             line = f"waiting: {holder.describe()}" + (f" ({stale})" if stale else "")
             if line != told:
                 ctx.emit("lock", "progress", line)

@@ -26,10 +26,27 @@ class ActionEntry:
     cls: str
     mutating: bool
     key: str  # Textual key name in the TUI
+    # what it does that an observer must not start although no node changes ('' for nothing): refused in
+    # read-only like a mutating action, with this as the reason
+    loads: str = ""
+
+    def read_only_refusal(self) -> str:
+        """Why read-only mode refuses this action ('' when it may run there)."""
+        return read_only_refusal(self.name, self.mutating, self.loads)
+
+
+def read_only_refusal(name: str, mutating: bool, loads: str) -> str:
+    """The one sentence every face says when read-only mode refuses an action ('' when it may run)."""
+    if mutating:
+        return f"{name} refused: read-only mode (--read-only) forbids changing the cluster"
+    if loads:
+        return f"{name} refused: read-only mode (--read-only): it {loads}"
+    return ""
 
 
 BUILT_IN: tuple[ActionEntry, ...] = (
-    ActionEntry("doctor", "Doctor: preflight checks", "sparktui.actions.doctor", "DoctorAction", False, "d"),
+    ActionEntry("doctor", "Doctor: preflight checks", "sparktui.actions.doctor", "DoctorAction", False, "d",
+                loads="starts probe containers on the nodes"),
     ActionEntry("validate", "Validate image + model on one node", "sparktui.actions.validate", "ValidateAction", True, "v"),
     ActionEntry("build-image", "Build the hybrid image", "sparktui.actions.image", "BuildImageAction", True, "b"),
     ActionEntry("push-image", "Push the image node-to-node", "sparktui.actions.push", "PushImageAction", True, "p"),
@@ -38,7 +55,8 @@ BUILT_IN: tuple[ActionEntry, ...] = (
     ActionEntry("prompt", "Test prompt through the API", "sparktui.actions.prompt", "PromptAction", False, "P"),
     ActionEntry("investigate", "Investigate an NCCL hang", "sparktui.actions.investigate", "InvestigateAction", False,
                 "i"),
-    ActionEntry("load-test", "Load test the API", "sparktui.actions.load_test", "LoadTestAction", False, "T"),
+    ActionEntry("load-test", "Load test the API", "sparktui.actions.load_test", "LoadTestAction", False, "T",
+                loads="puts load on the cluster's API, which may be serving production traffic"),
     ActionEntry("api-forward", "Keep API forward open", "sparktui.actions.api_forward", "KeepForwardAction", False,
                 "A"),
 )

@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import getpass
 import json
 import logging
 import os
-import socket
 from typing import TYPE_CHECKING, Callable
 
+from ..identity import operator_id
 from ..logs.redact import redact
 from ..logs.sanitize import safe
 from ..model import TIMELINE_STATUSES, ActionEvent, Note, TimelineEntry, current_status
@@ -69,17 +68,6 @@ _READ = (f'{_DIR}; f="$d/{TIMELINE_FILE}"; [ -f "$f" ] || {{ echo 0; exit 0; }};
          'if [ "$o" -lt 0 ]; then if [ "$s" -gt "$3" ]; then o=$((s - $3)); else o=0; fi; fi; '
          'if [ "$o" -gt "$s" ]; then o=0; fi; '
          'echo "$o"; tail -c +"$((o + 1))" "$f" | head -c "$4"')
-
-
-def operator_id() -> str:
-    """``user@host`` of the person at this terminal (as the cluster lock names its holder)."""
-    try:
-        user = getpass.getuser()
-    except Exception:  # no passwd entry (some containers): the uid still names someone
-        user = f"uid{os.getuid()}"
-    return f"{user}@{socket.gethostname()}"
-
-
 
 
 def _clean(value: object, limit: int) -> str:

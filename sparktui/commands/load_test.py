@@ -112,6 +112,11 @@ def run(args) -> int:
     from ..actions.load_test import LoadSpec
     from ..probes.serving import ServingError
 
+    if getattr(args, "read_only", False):  # an observer never loads the API: the registry says why
+        from ..actions.registry import entry
+
+        print(f"sparktui: {entry('load-test').read_only_refusal()}", file=sys.stderr)
+        return 1
     try:
         spec = LoadSpec(requests=args.requests, duration=args.duration, concurrency=args.concurrency,
                         max_tokens=args.max_tokens, random_input_len=args.random_input_len,

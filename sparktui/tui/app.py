@@ -17,18 +17,21 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from textual import events
 from textual.app import App, SystemCommand
 from textual.geometry import Size
+from textual.screen import ModalScreen
 
 from ..actions import registry
 from ..actions.shared_timeline import operator_id
 from . import keymap
 from .action_screens import screen_for
-from .messages import EngineUpdated, OpenAction
+from .format import duration
+from .messages import EngineUpdated, LockPolled, OpenAction
 from .palette import SYSTEM_GROUP, SparkCommands
 from .screens.help import HelpScreen
 from .screens.main import MainScreen
 from .screens.timeline import NoteModal, TimelineScreen
 from .terminal_safe import TerminalSafe
 from .themes import DEFAULT_THEME, load_themes
+from .widgets.lock_indicator import LockIndicator
 
 if TYPE_CHECKING:
     from ..actions.base import ActionContext, ConfirmFn
@@ -42,6 +45,10 @@ TTY_CHECK = 5.0
 # LogLine per line, and each full pass walks everything the app holds (see _settle_gc)
 GC_THRESHOLD = (50_000, 20, 100)
 SIZE_CHECK = 1.0  # seconds between looks at the tty's size (a SIGWINCH can be lost: see _check_size)
+LOCK_POLL_S = 5.0  # seconds between two looks at the cluster lock (one small script on the head)
+TOAST_MAX_AGE = 120.0  # another operator's record older than this (the backlog read at start) is not toasted
+TOAST_RUN_S = 60.0  # one toast per other operator's action run: its first record, then only a failure
+TOASTS_AT_ONCE = 3  # more arriving together become one "+N more" toast
 
 
 class SparkApp(App[int]):
@@ -86,6 +93,12 @@ class SparkApp(App[int]):
         # the cluster's shared timeline on the head (actions/shared_timeline.TimelineWriter), live TUI only
         self.shared_timeline = timeline
         self.operator = timeline.operator if timeline is not None else operator_id()
+        # the cluster lock as last polled: (line, held, mine) for the LockIndicator of every screen
+        self.lock_view: tuple[str, bool, bool] = ("", False, False)
+        self.lock_poll_s = LOCK_POLL_S
+        self._lock: Any = None  # the ClusterLock polled (None: nothing to share, e.g. sim nodes)
+        self._last_timeline_entry: Any = None
+        self._toasted_runs: dict[tuple[str, str, str], float] = {}
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         # a user's theme without it still parses; the shipped themes each set a readable one
@@ -111,7 +124,10 @@ class SparkApp(App[int]):
         if user_keys:
             self.set_keymap(user_keys)
         self._unsubscribe = self.engine.subscribe(self._on_batch)
+        self.screen_change_signal.subscribe(self, self._add_lock_indicator)
         await self.push_screen(MainScreen())
+        self._last_timeline_entry = self.engine.state.timeline[-1] if self.engine.state.timeline else None
+        self.call_after_refresh(self._start_lock_poll)
         self.call_after_refresh(self._verify_actions)
         self.call_after_refresh(self._settle_gc)
         if self.live:
@@ -198,11 +214,101 @@ class SparkApp(App[int]):
         screen.refresh_state()
         if isinstance(self.screen, TimelineScreen):
             self.screen.refresh_state()
+        self._toast_others()
         self.refreshes += 1
         self._check_host_keys()
         if self.exit_after_first_paint and self.first_paint_at is None and self._populated():
             self.first_paint_at = -1.0
             self.call_after_refresh(self._first_paint_done)
+
+    # ------------------------------------------------------------------ pair debugging: the lock, the others
+    def _add_lock_indicator(self, screen) -> None:
+        """Every full screen gets the lock line (a modal shows the one of the screen under it)."""
+        if not isinstance(screen, ModalScreen) and not screen.query(LockIndicator):
+            screen.mount(LockIndicator())
+
+    def _start_lock_poll(self) -> None:
+        if self._nodes_factory is None or not self.is_running:
+            return
+        if self._lock is None:
+            from ..actions.lock import ClusterLock
+
+            self._lock = ClusterLock.for_nodes(self.engine.config, self._node_handles())
+            if self._lock is None:  # the demo: no lock to share, no line to show
+                return
+        self.run_worker(self._read_lock(), group="lock-poll", exclusive=True, exit_on_error=False,
+                        description="read the cluster lock")
+
+    async def _read_lock(self) -> None:
+        try:
+            holder = await self._lock.show()
+        except Exception as exc:  # unreachable head: said on the line, polled again
+            self.post_message(LockPolled(None, str(exc) or type(exc).__name__))
+            return
+        self.post_message(LockPolled(holder))
+
+    def on_lock_polled(self, message: LockPolled) -> None:
+        self.lock_view = self._lock_line(message.holder, message.error)
+        for screen in self.screen_stack:
+            for indicator in screen.query(LockIndicator):
+                indicator.show(*self.lock_view)
+        self.set_timer(self.lock_poll_s, self._start_lock_poll)  # re-armed once this poll is done
+
+    def _lock_line(self, holder: Any, error: str) -> tuple[str, bool, bool]:
+        from ..actions.lock import PROCESS_SESSION, STALE_S
+        from ..timefmt import parse as parse_time
+
+        if error:
+            return "lock: unknown (head not answering)", False, False
+        if holder is None:
+            return "lock: free", False, False
+        if holder.problem or not holder.record:
+            return "lock: held (holder unreadable)", True, False
+        since = parse_time(holder.record.get("since"))
+        age = f", {duration(time.time() - since)}" if since is not None else ""
+        stale = " (stale?)" if holder.stale_reason(STALE_S) else ""
+        mine = holder.record.get("session") == PROCESS_SESSION and holder.pid == os.getpid()
+        return f"lock: {holder.who} — {holder.action}{age}{stale}", True, mine
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.call_after_refresh(self._place_lock_indicators)
+
+    def _place_lock_indicators(self) -> None:
+        for screen in self.screen_stack:
+            for indicator in screen.query(LockIndicator):
+                if indicator.display:
+                    indicator.place()
+
+    def _toast_others(self) -> None:
+        """A note or an action of another operator (shared timeline) becomes a toast; one's own never
+        arrive here (the timeline source leaves them out)."""
+        entries = self.engine.state.timeline
+        if not entries or entries[-1] is self._last_timeline_entry:
+            return
+        start = 0
+        for i in range(len(entries) - 1, -1, -1):
+            if entries[i] is self._last_timeline_entry:
+                start = i + 1
+                break
+        self._last_timeline_entry = entries[-1]
+        now = self.clock()
+        toasts: list[tuple[str, str, str]] = []
+        for e in entries[start:]:
+            if now - e.ts > TOAST_MAX_AGE:
+                continue
+            if e.kind == "note":
+                toasts.append((f"note from {e.operator}", e.message, "information"))
+                continue
+            run = (e.operator, e.session, e.action)
+            first = now - self._toasted_runs.get(run, float("-inf")) > TOAST_RUN_S
+            if first or e.status in ("fail", "cancelled"):
+                self._toasted_runs[run] = now
+                text = f"{e.action} {e.step}: {e.status}" + (f" — {e.message}" if e.message else "")
+                toasts.append((f"{e.operator}", text[:200], "warning" if e.status == "fail" else "information"))
+        for title, text, severity in toasts[:TOASTS_AT_ONCE]:
+            self.notify(text, title=title, severity=severity)  # type: ignore[arg-type]
+        if len(toasts) > TOASTS_AT_ONCE:
+            self.notify(f"{len(toasts) - TOASTS_AT_ONCE} more from the other operators: L (timeline)")
 
     # ------------------------------------------------------------------ host keys
     def _node_handles(self) -> "Mapping[str, Node]":
@@ -311,10 +417,18 @@ class SparkApp(App[int]):
             self.call_from_thread(self.refresh_bindings)
 
     def action_allowed(self, name: str) -> bool:
-        if self._nodes_factory is None or name in self.broken_actions:  # a replay: no node to act on
-            return False
+        return not self.action_refusal(name)
+
+    def action_refusal(self, name: str) -> str:
+        """Why the guided action ``name`` cannot be started here ('' when it can): said when its key is pressed."""
+        if self._nodes_factory is None:
+            return f"{name}: not available here (a replay has no node to act on)"
+        if name in self.broken_actions:
+            return f"{name}: not in this build ({self.broken_actions[name]})"
         entry = registry.entry(name)
-        return not (entry is not None and entry.mutating and self.read_only)
+        if entry is None:
+            return f"{name}: not in this build"
+        return entry.read_only_refusal() if self.read_only else ""
 
     def on_open_action(self, message: OpenAction) -> None:
         message.stop()
@@ -322,8 +436,9 @@ class SparkApp(App[int]):
 
     def open_action(self, name: str) -> None:
         entry = registry.entry(name)
-        if entry is None or not self.action_allowed(name):
-            self.notify(f"{name}: not available" + (" in read-only mode" if self.read_only else ""), severity="warning")
+        why = self.action_refusal(name)
+        if entry is None or why:
+            self.notify(why or f"{name}: not available", severity="warning")
             return
         cls = registry.load(entry)
         if cls is None:
@@ -337,6 +452,7 @@ class SparkApp(App[int]):
 
         ctx = ActionContext(self.engine.config, self._node_handles(), emit=emit, confirm=confirm, read_only=self.read_only)
         ctx.timeline = self.shared_timeline  # every step outcome also goes to the cluster's shared timeline
+        ctx.wait_hint = "w: wait for the lock"  # the action screen's way to queue (ActionScreen.action_wait_lock)
         return ctx
 
 

@@ -31,6 +31,7 @@ class Entry:
     show: bool = False
     priority: bool = False
     mutating: bool = False  # guided actions that change a node
+    loads: str = ""  # what a guided action does that read-only mode refuses (registry.ActionEntry.loads)
     label: str = ""  # short footer label
     display: str | None = None  # footer key display
 
@@ -70,7 +71,7 @@ def entries() -> tuple[Entry, ...]:
         # in the footer: the guided actions are what a newcomer looks for first
         out.append(Entry(id=f"action-{ae.name}", keys=ae.key, action=f"guided('{ae.name}')",
                          description=ae.title, scope="main", palette="action", show=True,
-                         mutating=ae.mutating, label=footer_label(ae.name)))
+                         mutating=ae.mutating, loads=ae.loads, label=footer_label(ae.name)))
     for e in out:
         bad = FORBIDDEN_KEYS.intersection(e.key_list)
         if bad:

@@ -407,6 +407,10 @@ class LaunchScreen(ActionScreen):
             if follow:
                 table.move_cursor(row=table.row_count - 1, animate=False)
 
+    def _rerun(self) -> None:  # queued behind the cluster lock: running again
+        self._phase = "waiting for the cluster lock…"
+        self._set_outcome("running")
+
     # ------------------------------------------------------------------ the end
     def on_action_done(self, message: ActionDone) -> None:
         super().on_action_done(message)

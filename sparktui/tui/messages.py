@@ -36,3 +36,12 @@ class ActionDone(Message):
         super().__init__()
         self.result = result
         self.error = error
+
+
+class LockPolled(Message):
+    """The app's look at the cluster lock: its holder (None: free), or why it could not be read."""
+
+    def __init__(self, holder: object | None, error: str = "") -> None:
+        super().__init__()
+        self.holder = holder
+        self.error = error

@@ -196,3 +196,25 @@ def test_read_only_cli_refuses_each_mutating_action_before_the_lock(lockbed):
         assert rc == 1 and res["summary"] == f"{action} refused: read-only mode (--read-only) forbids changing " \
                                               "the cluster", res
     assert not lockdir.exists() and validate_containers(bed, name) == []
+
+
+def test_operators_by_name_in_the_lock_and_timeline_and_read_only_refuses_doctor(lockbed):
+    """Issue 32 item 4 on the bed: --operator names the holder (two people on one account), and an
+    observer's doctor (probe containers) is refused before it touches a node."""
+    bed, cfg, name, env, lockdir = lockbed
+    rc, res, err = finish(start(env, cfg, "doctor", "--json", top=("--read-only",)))
+    assert rc == 1 and res["data"] == {"refused": "read_only"}, res
+    assert res["summary"] == "doctor refused: read-only mode (--read-only): it starts probe containers on the nodes"
+    holder = start(env, cfg, "validate", "--yes", "--json", "--image", IMAGE, top=("--operator", "ana on vm"))
+    try:
+        wait_line(holder, "start:")  # it holds the lock and has started its container
+        assert json.loads((lockdir / "lock.json").read_text())["operator"] == "ana on vm"
+        rc, res, err = finish(start(env, cfg, "validate", "--yes", "--json", "--image", IMAGE, top=("--operator", "bo")))
+        assert rc == 1 and res["data"]["refused"] == "lock", res["summary"]
+        assert "validate held by ana on vm (pid" in res["summary"] and res["data"]["lock_holder"]["operator"] == "ana on vm"
+    finally:
+        rc, res, err = finish(holder)
+    assert rc == 0 and res["ok"], res["summary"] + err[-2000:]
+    recs = [json.loads(line) for line in (lockdir / "timeline.jsonl").read_text().splitlines()]
+    assert {r["operator"] for r in recs} == {"ana on vm", "bo"}, recs
+    assert [(r["step"], r["status"]) for r in recs if r["operator"] == "bo"] == [("lock", "fail")]  # nothing else ran

@@ -16,7 +16,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Log, Static
+from textual.widgets import Button, DataTable, Footer, Log, Static
 from textual.worker import Worker, WorkerState
 
 from ...logs.redact import redact
@@ -53,7 +53,8 @@ STATUS_STYLE = {"ok": "$success", "warn": "$warning", FAIL: "$error", "cancelled
 
 
 class ActionScreen(RunsActions, Screen[None]):
-    BINDINGS = [Binding("escape", "back", "Back (cancels a running action)", id="action-back")]
+    BINDINGS = [Binding("escape", "back", "Back (cancels a running action)", id="action-back"),
+                Binding("w", "wait_lock", "Wait for the lock", id="action-wait-lock")]
 
     def __init__(self, entry: "ActionEntry", action_cls: "type[Action]",
                  make_context: ContextFactory | None = None) -> None:
@@ -64,6 +65,7 @@ class ActionScreen(RunsActions, Screen[None]):
         self.result: "ActionResult | None" = None
         self.events: list[ActionEvent] = []
         self._worker: Worker | None = None
+        self._lock_wait = False  # the next run queues behind the lock's holder (the CLI's --wait)
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="action-screen"):
@@ -83,6 +85,7 @@ class ActionScreen(RunsActions, Screen[None]):
     @work(exclusive=True, exit_on_error=False, group="action", description="guided action")
     async def run_action(self) -> None:
         ctx = self.make_context(emit=self._emit, confirm=self._confirm)
+        ctx.lock_wait = ctx.lock_wait or self._lock_wait
         result = await self.action_cls().run(ctx)
         self.post_message(ActionDone(result))
 
@@ -132,6 +135,44 @@ class ActionScreen(RunsActions, Screen[None]):
         self.result = message.result  # type: ignore[assignment]
         self._raise_findings()
         self._show_result()
+        if self.lock_refused:  # another operator holds the cluster lock: offer to queue behind them
+            self.query_one(".action-result", VerticalScroll).mount(
+                Button(Content("Wait for the lock [w]"), id="lock-wait", variant="primary"))
+            self.refresh_bindings()
+
+    # ------------------------------------------------------------------ queue behind the lock
+    @property
+    def lock_refused(self) -> bool:
+        r = self.result
+        return r is not None and (r.data or {}).get("refused") == "lock"  # result is None while it runs
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "wait_lock":
+            return self.lock_refused
+        return True
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "lock-wait":
+            event.stop()
+            self.action_wait_lock()
+
+    def action_wait_lock(self) -> None:
+        """Run the action again, waiting for the holder to finish (Esc stops waiting); the whole action
+        runs again, so what it shows and asks is of the cluster as the holder left it."""
+        if not self.lock_refused:
+            return
+        for button in self.query("#lock-wait"):
+            button.remove()
+        self.result = None
+        self._lock_wait = True
+        self.query_one("#action-summary", Static).update(
+            Content.styled("waiting for the cluster lock…   Esc: stop waiting", "$warning"))
+        self._rerun()
+        self._worker = self.run_action()
+        self.refresh_bindings()
+
+    def _rerun(self) -> None:
+        """A screen that shows more than the steps resets it here before the action runs again."""
 
     def _raise_findings(self) -> None:
         """Findings only the action knows (doctor's checks read no log the diagnoser sees) join the

@@ -30,7 +30,9 @@ def help_content(read_only: bool, keys_for: dict[str, str] | None = None, node_c
             desc = e.description
             if e.mutating:
                 desc += "  (changes the node; hidden when read-only)" if not read_only else "  (hidden: read-only)"
-            style = "$text-muted" if (e.mutating and read_only) else ""
+            elif e.loads:
+                desc += f"  ({e.loads}; refused when read-only)" if not read_only else "  (refused: read-only)"
+            style = "$text-muted" if ((e.mutating or e.loads) and read_only) else ""
             lines.append(Content.assemble((f"  {shown:<18}", "bold $primary"), (desc, style)))
         lines.append(Content(""))
     lines.append(Content.styled("In the filter box: Enter keeps the filter, Esc closes it; Esc again clears it.", "$text-muted"))

@@ -15,7 +15,7 @@ from textual.containers import Horizontal
 from textual.content import Content
 from textual.markup import escape
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer, Input, Static
 
 from .. import keymap
 from ..messages import OpenAction
@@ -53,6 +53,7 @@ def _write_lines(path: Path, texts: list[str]) -> None:
         fh.write(redact("".join(t + "\n" for t in texts)))
 
 
+GUIDED = re.compile(r"^guided\('([^']+)'\)$")  # a keymap action that opens a guided action
 WIDE = 140  # columns needed for panes side by side
 PANE_MIN = 60  # ... and per pane, so three nodes still fit at 200 columns
 
@@ -244,6 +245,22 @@ class MainScreen(Screen[None]):
         if action == "select_node" and parameters:  # no "Node 3" key (nor its keys panel row) on a pair
             return isinstance(parameters[0], int) and parameters[0] < len(self.app.engine.config.nodes)
         return True
+
+    def on_key(self, event: events.Key) -> None:
+        """A refused guided action's key says why: its binding is hidden (check_action), and Textual
+        would drop the key without a word."""
+        if isinstance(self.focused, Input):  # typing into the filter
+            return
+        keys = self.app._keys_by_id()
+        for e in keymap.entries():
+            m = GUIDED.match(e.action)
+            if m and event.key in [k.strip() for k in keys.get(e.id, e.keys).split(",")]:
+                why = self.app.action_refusal(m.group(1))
+                if why:
+                    event.stop()
+                    event.prevent_default()
+                    self.app.notify(why, severity="warning")
+                return
 
     # ------------------------------------------------------------------ findings -> log
     def jump_to_finding(self, finding: "Finding | None") -> None:
