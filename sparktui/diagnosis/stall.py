@@ -109,6 +109,7 @@ class StallDetector:
         self.history: list[tuple[float, float]] = []  # (raised at, silence that triggered it)
         self.serve: _Serve | None = None
         self._ras: dict[tuple[str, str], tuple[float, float]] = {}  # (comm, rank) -> (count, changed at)
+        self._idle_nodes: set[str] = set()  # nodes whose counters said no work is queued
 
     # ------------------------------------------------------------------ input
     def _progress(self, key: tuple[str, str], ts: float, line: str = "") -> None:
@@ -183,6 +184,7 @@ class StallDetector:
             if prev is not None and event.value != prev:
                 self._progress(key, now)
             if event.busy is not None:
+                (self._idle_nodes.discard if event.busy else self._idle_nodes.add)(event.node)
                 # an idle server's frozen counters are not a hang; queued work makes silence count again
                 for k, src in self.sources.items():
                     if k[0] == event.node:
@@ -272,6 +274,8 @@ class StallDetector:
     def _in_flight(self, now: float):
         """A communicator whose ranks' RAS counts differ and none moved for the threshold: a rank
         waits in a collective the others never reached."""
+        if (self.serve is not None and not self.serve.queued) or self._idle_nodes:
+            return None  # no work queued: a skew the RAS polls caught is nothing waiting on it
         comms: dict[str, dict[str, tuple[float, float]]] = {}
         for (comm, rank), v in self._ras.items():
             comms.setdefault(comm, {})[rank] = v
