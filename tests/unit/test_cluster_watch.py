@@ -53,3 +53,29 @@ def test_a_relaunch_is_watched_afresh():
     eng.process([ContainerChanged("spark1", info("spark1", 0, launch="L2", t=200.0)),
                  ContainerChanged("spark2", info("spark2", 1, launch="L2", t=200.0))])
     assert len(eng.state.findings) == n  # whole again: nothing new
+
+
+def test_the_head_serving_line_turns_red_with_the_reason_when_the_worker_exits():
+    import asyncio
+
+    from sparktui.model import ServingSample
+    from sparktui.tui.app import SparkApp
+    from sparktui.tui.widgets.serving_stats import ServingStats
+
+    eng = engine()
+    eng.process([ContainerChanged("spark1", info("spark1", 0)), ContainerChanged("spark2", info("spark2", 1)),
+                 ServingSample("spark1", up=True, running=0.0, waiting=0.0, requests_total=3.0)])
+    app = SparkApp(eng, nodes=None, live=False)
+
+    async def go():
+        async with app.run_test(size=(180, 50)) as pilot:
+            await pilot.pause()
+            line = app.screen.query(ServingStats).first()
+            assert line.has_class("-up") and not line.has_class("-broken")
+            eng.process([ContainerChanged("spark2", info("spark2", 1, ContainerState.EXITED, 137))])
+            app.screen.refresh_state()
+            await pilot.pause()
+            assert line.has_class("-broken")
+            assert "spark2 exited (137)" in str(line.render())
+
+    asyncio.run(go())
