@@ -104,6 +104,29 @@ class InvestigateAction(Action):
                 jobs.append(self._fr_dumps(n, node, fr, emit, trigger=not ctx.read_only))
         await asyncio.gather(*jobs)
 
+    async def _serving(self, ctx: ActionContext, ev: Evidence) -> None:
+        """The head's /metrics: whether its work progresses is the first liveness fact of a server."""
+        from ..probes import metrics
+        from ..probes.serving import endpoint
+
+        head = ctx.config.head.name
+        node = ctx.nodes.get(head)
+        if node is None:
+            return
+        c = ctx.config.cluster
+        t = round(time.time() - ev.started)
+        try:
+            snap = await metrics.scrape(await endpoint(node, c.serve_host, c.serve_port), 5.0, api_key=ctx.config.api_key())
+        except Exception as exc:  # not serving: the other evidence decides
+            ev.serving.append({"t": t, "node": head, "up": False, "error": str(exc).splitlines()[0][:200] if str(exc) else ""})
+            ctx.emit("serving", "info", f"/metrics: no answer ({str(exc)[:120]})", node=head)
+            return
+        s = metrics.serving_sample(head, snap, None)
+        ev.serving.append({"t": t, "node": head, "up": True, "running": s.running, "waiting": s.waiting,
+                           "finished": s.requests_total, "tokens": s.generation_tokens_total})
+        ctx.emit("serving", "progress", f"/metrics: running {s.running}, waiting {s.waiting}, finished "
+                 f"{s.requests_total}, generated tokens {s.generation_tokens_total}", node=head)
+
     async def _ras(self, n, node, t, emit) -> None:
         port = self.ras_port or ras_client.DEFAULT_PORT
         raw = await probe.ras_status(node, fmt="json", port=port)
@@ -241,7 +264,7 @@ class InvestigateAction(Action):
         self.evidence = ev
         timings: dict[str, float] = {}
         async with ctx.step("round 1", f"evidence from {len(ev.nodes)} node(s) at once"):
-            await asyncio.gather(*(self._round(ctx, ev, n, 0) for n in ev.nodes))
+            await asyncio.gather(*(self._round(ctx, ev, n, 0) for n in ev.nodes), self._serving(ctx, ev))
         timings["round1_s"] = round(time.time() - ev.started, 2)
         if any(w.alive for n in ev.nodes for w in n.workers):
             wait = max(0.0, ev.started + self.interval - time.time())
@@ -249,7 +272,7 @@ class InvestigateAction(Action):
                 if wait:
                     ctx.emit("round 2", "progress", f"waiting {wait:.0f} s", progress=0.0)
                     await asyncio.sleep(wait)
-                await asyncio.gather(*(self._round(ctx, ev, n, 1) for n in ev.nodes if n.reachable))
+                await asyncio.gather(*(self._round(ctx, ev, n, 1) for n in ev.nodes if n.reachable), self._serving(ctx, ev))
         else:
             ctx.emit("round 2", "info", "skipped: no live worker to watch twice")
         ev.finished = time.time()

@@ -74,6 +74,8 @@ class Evidence:
     fabric_ips: dict[str, str] = field(default_factory=dict)  # node -> configured fabric IP
     expected_hcas: dict[str, list[str]] = field(default_factory=dict)
     read_notes: list[str] = field(default_factory=list)  # what reading a bundle cut short or dropped
+    # the head's /metrics per round: {"t", "node", "up", "running", "waiting", "finished", "tokens"}
+    serving: list[dict] = field(default_factory=list)
 
     def node(self, name: str) -> NodeEvidence:
         for n in self.nodes:

@@ -288,3 +288,23 @@ def rule_r0(ctx: RuleContext) -> Verdict:
         if r.last_line:
             ctx.note(r, f"last line: {r.last_line[:180]}")
     return ctx.make("unknown", True, ["nccl_init_hang"] if not any(r.has("init_complete") for r in ctx.ranks) else [], 0.3)
+
+
+def rule_serving(ctx: RuleContext) -> Verdict | None:
+    """The head's /metrics answered in every round and its work progresses (the finished-request or
+    generated-token counter moved) or none is queued: a serving cluster, not a hang, however still
+    its collectives and frames are while idle (equal frozen RAS counts, a worker waiting on its queue)."""
+    s = ctx.ev.serving
+    if not s or not all(x.get("up") for x in s):
+        return None
+    first, last = s[0], s[-1]
+    node = last.get("node") or (ctx.ev.nodes[0].node if ctx.ev.nodes else "")
+    queued = (last.get("running") or 0) + (last.get("waiting") or 0)
+    moved = len(s) > 1 and any(first.get(k) != last.get(k) and last.get(k) is not None for k in ("finished", "tokens"))
+    if not moved and queued:
+        return None
+    ctx.note(node, f"/metrics answered in {len(s)} round(s); requests running {last.get('running')}, waiting "
+                   f"{last.get('waiting')}; finished {first.get('finished')} -> {last.get('finished')}, generated tokens "
+                   f"{first.get('tokens')} -> {last.get('tokens')}")
+    why = "requests finish" if moved else "no request is waiting or running"
+    return ctx.make("healthy_serving", False, [], 0.85 if moved else 0.8, why=why)

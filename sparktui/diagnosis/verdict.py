@@ -13,14 +13,16 @@ from .latent import latent_findings
 from .rule_context import RuleContext, Verdict, fix
 from .rules_faults import (rule_r1, rule_r2_bootstrap, rule_r2_never_joined, rule_r2_no_interface,
                            rule_r2_rendezvous, rule_r3_transport, rule_r6)
-from .rules_runtime import rule_r0, rule_r4, rule_r4_exact, rule_r5
+from .rules_runtime import rule_r0, rule_r4, rule_r4_exact, rule_r5, rule_serving
 
 __all__ = ["RULES", "Verdict", "decide"]
 
 # the order the rules are tried in; the first that fires is the verdict.  A split the ranks' own
 # records name (Flight Recorder entries, watchdog lines) comes first: a peer that died or a link that
 # broke after it is its consequence (NCCL errors out on a size mismatch)
-RULES = (rule_r4_exact, rule_r1, rule_r2_no_interface, rule_r2_rendezvous, rule_r2_never_joined,
+# A head whose /metrics shows its work progressing (or none queued) is serving: before the hang rules,
+# after the exact records and a dead peer.
+RULES = (rule_r4_exact, rule_r1, rule_serving, rule_r2_no_interface, rule_r2_rendezvous, rule_r2_never_joined,
          rule_r3_transport, rule_r2_bootstrap, rule_r6, rule_r4, rule_r5)
 
 

@@ -12,12 +12,13 @@ if TYPE_CHECKING:
 
 
 def default_processors() -> list[Any]:
-    """The engine's analysis, in order.  Both are part of every build: one that does not import
+    """The engine's analysis, in order.  All are part of every build: one that does not import
     fails the start loudly rather than leaving the faces without findings."""
     from ..diagnosis import Diagnoser
+    from ..diagnosis.cluster_watch import ClusterWatch
     from ..diagnosis.stall import StallDetector
 
-    return [Diagnoser(), StallDetector()]
+    return [Diagnoser(), StallDetector(), ClusterWatch()]
 
 
 def make_engine(config: "Config", sources: list, kind: str, extra_meta: dict | None = None, *,

@@ -118,11 +118,26 @@ class MainScreen(Screen[None]):
         now = app.clock()
         findings = app.engine.ranked_findings()
         error_nodes = {f.node for f in findings if f.severity == "error"}
+        alarm = self._cluster_alarm(state, findings)
         for pane in self.panes:
-            pane.update_from(state.nodes.get(pane.node), now, has_error=pane.node in error_nodes)
+            ns = state.nodes.get(pane.node)
+            pane.update_from(ns, now, has_error=pane.node in error_nodes,
+                             alarm=alarm if ns is not None and ns.serving is not None else None)
         key = self._investigate_key if self._investigate_key and app.action_allowed("investigate") else None
         strips.first().show(findings, key)
         self._switcher()
+
+    def _cluster_alarm(self, state, findings) -> "tuple[str, str] | None":
+        """Red/amber and why for the head's serving line: the assessment `status` makes, from the
+        containers the engine holds (recomputed only when they or the findings change)."""
+        from ...diagnosis.cluster import cluster_alarm
+
+        key = (tuple(ns.containers for ns in state.nodes.values()), state.findings)
+        cached = getattr(self, "_alarm_cache", None)
+        if cached is None or cached[0] != key:
+            self._alarm_cache = (key, cluster_alarm({n: ns.containers.values() for n, ns in state.nodes.items()},
+                                                    findings))
+        return self._alarm_cache[1]
 
     def _topbar(self) -> None:
         app = self.app

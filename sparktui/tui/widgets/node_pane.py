@@ -71,7 +71,8 @@ class NodePane(Vertical):
         return self.query_one(LogView)
 
     # ------------------------------------------------------------------ data in
-    def update_from(self, ns: "NodeState | None", now: float, *, has_error: bool = False) -> None:
+    def update_from(self, ns: "NodeState | None", now: float, *, has_error: bool = False,
+                    alarm: "tuple[str, str] | None" = None) -> None:
         if ns is None:
             return
         self.set_class(ns.reachable is False, "-unreachable")
@@ -95,8 +96,8 @@ class NodePane(Vertical):
             self._update_rows(self.query_one(".gpu", Static), node_stats.gpu(ns))
         if self._changed("links", ns.links):
             self.query_one(".links", Static).update(node_stats.links(ns, self.fabric_if), layout=False)  # one row
-        if self._changed("serving", (ns.serving, self.size.width)):
-            self.query_one(ServingStats).show(ns.serving, self.size.width - 4)
+        if self._changed("serving", (ns.serving, self.size.width, alarm)):
+            self.query_one(ServingStats).show(ns.serving, self.size.width - 4, alarm)
         if self._changed("startup", (ns.milestones, has_error, ns.containers)):
             value, label = node_stats.startup(ns)
             self.query_one(ProgressBar).update(progress=value)

@@ -2,7 +2,8 @@
 
 ``ServingStats.show(serving, now, width)`` is the only way data gets in (no IO here).  State is a CSS
 class: ``-up`` (numbers and sparklines), ``-down`` (one line: it served before, now nothing
-answers); neither (never served) keeps it hidden.  Absent series render as "–", never as 0.
+answers); neither (never served) keeps it hidden.  ``-broken`` / ``-doubtful`` (red / amber): the
+cluster behind the server is half or its engine died / a hang is suspected; the first line says why.  Absent series render as "–", never as 0.
 """
 
 from __future__ import annotations
@@ -130,17 +131,27 @@ def render(serving: "ServingState", width: int) -> Content:
     return Content("\n").join([numbers(s), latencies(s), sparklines(serving, width)])
 
 
+def alarm_line(level: str, why: str) -> Content:
+    mark, style = ("✖ ", "$error") if level == "error" else ("▲ ", "$warning")
+    return Content.assemble(("SERVE ", "bold"), (mark, style), (why[:160], style))
+
+
 class ServingStats(Static):
     """Hidden until the node has served; ``show`` is called by the pane on every state change."""
 
-    def show(self, serving: "ServingState | None", width: int) -> None:
+    def show(self, serving: "ServingState | None", width: int, alarm: "tuple[str, str] | None" = None) -> None:
         up = serving is not None and serving.up
         # a node that never answered (not the serving node, or no server yet) shows nothing at all
         down = serving is not None and not serving.up and serving.last_up is not None
         self.set_class(up, "-up")
         self.set_class(down, "-down")
+        self.set_class(alarm is not None and alarm[0] == "error", "-broken")
+        self.set_class(alarm is not None and alarm[0] != "error", "-doubtful")
         if up or down:
             content = render(serving, width)
+            if alarm is not None:  # the reason first, then the numbers (max 3 rows: no sparklines)
+                rest = numbers(serving.sample) if up and not serving.sample.error else content
+                content = Content("\n").join([alarm_line(*alarm), rest])
             rows = str(getattr(content, "plain", content)).count("\n")
             # nowrap rows: only a change in their number needs a layout pass (a whole-screen render)
             self.update(content, layout=rows != getattr(self, "_rows", None))

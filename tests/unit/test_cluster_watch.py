@@ -1,0 +1,81 @@
+"""Cluster state in the live engine (issue 29 item 2): a container of the running cluster that exits
+raises half_cluster / worker_died at once, from the events the engine already receives, with the
+assessment `sparktui status` uses."""
+
+from __future__ import annotations
+
+from sparktui.config import demo_config
+from sparktui.diagnosis import Diagnoser
+from sparktui.diagnosis.cluster_watch import ClusterWatch
+from sparktui.diagnosis.stall import StallDetector
+from sparktui.engine import Engine
+from sparktui.model import ContainerChanged, ContainerInfo, ContainersSnapshot, ContainerState
+
+
+def info(node: str, rank: int, state=ContainerState.RUNNING, code=None, launch="L1", t=100.0) -> ContainerInfo:
+    labels = {"sparktui.cluster": "tiny_vllm", "sparktui.node": node, "sparktui.rank": str(rank),
+              "sparktui.launch": launch, "sparktui.nnodes": "2"}
+    return ContainerInfo(id=f"{node}{launch}" * 4, name="tiny_vllm", image="vllm-cpu", state=state, exit_code=code,
+                         status=f"Exited ({code})" if code is not None else "Up 1 minute", started_at=t,
+                         labels=tuple(sorted(labels.items())))
+
+
+def engine() -> Engine:
+    return Engine(demo_config(), processors=[Diagnoser(), StallDetector(), ClusterWatch()])
+
+
+def test_worker_container_killed_raises_half_cluster_and_worker_died_ranked_first():
+    eng = engine()
+    eng.process([ContainersSnapshot("spark1", (info("spark1", 0),)), ContainersSnapshot("spark2", (info("spark2", 1),))])
+    assert eng.state.findings == ()
+    eng.process([ContainerChanged("spark2", info("spark2", 1, ContainerState.EXITED, 137))])
+    ids = [f.id for f in eng.state.findings]
+    assert "half_cluster" in ids and "worker_died" in ids
+    ranked = eng.ranked_findings()
+    assert ranked[0].id in ("half_cluster", "worker_died") and ranked[0].id != "suspected_hang"
+    died = next(f for f in eng.state.findings if f.id == "worker_died")
+    assert "137" in died.title and died.node == "spark2"
+
+
+def test_a_launch_still_creating_its_containers_is_not_half():
+    eng = engine()
+    eng.process([ContainerChanged("spark1", info("spark1", 0))])  # the worker's is not made yet
+    assert eng.state.findings == ()
+    eng.process([ContainerChanged("spark2", info("spark2", 1))])
+    assert eng.state.findings == ()
+
+
+def test_a_relaunch_is_watched_afresh():
+    eng = engine()
+    eng.process([ContainerChanged("spark1", info("spark1", 0)), ContainerChanged("spark2", info("spark2", 1))])
+    eng.process([ContainerChanged("spark2", info("spark2", 1, ContainerState.EXITED, 137))])
+    n = len(eng.state.findings)
+    eng.process([ContainerChanged("spark1", info("spark1", 0, launch="L2", t=200.0)),
+                 ContainerChanged("spark2", info("spark2", 1, launch="L2", t=200.0))])
+    assert len(eng.state.findings) == n  # whole again: nothing new
+
+
+def test_the_head_serving_line_turns_red_with_the_reason_when_the_worker_exits():
+    import asyncio
+
+    from sparktui.model import ServingSample
+    from sparktui.tui.app import SparkApp
+    from sparktui.tui.widgets.serving_stats import ServingStats
+
+    eng = engine()
+    eng.process([ContainerChanged("spark1", info("spark1", 0)), ContainerChanged("spark2", info("spark2", 1)),
+                 ServingSample("spark1", up=True, running=0.0, waiting=0.0, requests_total=3.0)])
+    app = SparkApp(eng, nodes=None, live=False)
+
+    async def go():
+        async with app.run_test(size=(180, 50)) as pilot:
+            await pilot.pause()
+            line = app.screen.query(ServingStats).first()
+            assert line.has_class("-up") and not line.has_class("-broken")
+            eng.process([ContainerChanged("spark2", info("spark2", 1, ContainerState.EXITED, 137))])
+            app.screen.refresh_state()
+            await pilot.pause()
+            assert line.has_class("-broken")
+            assert "spark2 exited (137)" in str(line.render())
+
+    asyncio.run(go())
