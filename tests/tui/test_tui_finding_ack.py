@@ -13,6 +13,7 @@ from sparktui.engine import Engine
 from sparktui.model import Finding, FindingRaised
 from sparktui.nodes.local import LocalNode
 from sparktui.tui.boot import default_processors
+from sparktui.tui.palette import SparkCommands
 from sparktui.tui.screens.findings import FindingsScreen
 from sparktui.tui.widgets.findings_strip import FindingsStrip
 
@@ -38,12 +39,15 @@ async def test_a_on_the_panel_acknowledges_and_the_strip_moves_on(make_app, tmp_
         app.refresh_now()
         await pilot.pause()
         strip = app.screen.query_one(FindingsStrip)
+        assert not any(t.startswith("finding: ") for t, _, _ in SparkCommands(app.screen)._commands())
         assert "root cause: CUDA out of memory" in str(strip.render())
 
         await pilot.press("f")
         await wait_for(pilot, lambda: isinstance(app.screen, FindingsScreen), "findings panel")
         await pilot.pause()
         assert "Ack" in screen_text(app)  # the registry's key, in the panel's footer
+        ack = "finding: Acknowledge the selected finding (shared with the other operators)"
+        assert ack in [t for t, _, _ in SparkCommands(app.screen)._commands()]  # and in its palette
         await pilot.press("a")  # the cursor is on the first row: the root cause
         await wait_for(pilot, lambda: "acknowledged" in screen_text(app), "row marked acknowledged")
         assert app.screen.query_one("#finding-detail").has_class("-acknowledged")
