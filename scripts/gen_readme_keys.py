@@ -19,7 +19,7 @@ from docgen import ROOT, main, splice  # noqa: E402
 
 SCRIPT = "scripts/gen_readme_keys.py"
 TARGET = ROOT / "README.md"
-WHERE = {"app": "everywhere", "main": "main screen"}
+WHERE = {"app": "everywhere", "main": "main screen", "findings": "findings panel"}
 
 
 def table() -> str:

@@ -95,15 +95,25 @@ class Engine:
         return lambda: self._subscribers.remove(fn) if fn in self._subscribers else None
 
     def ranked_findings(self) -> list:
-        """The findings most severe and most causal first (a CUDA OOM before the engine death it
-        caused), ranked by the catalogue's cause relations; recomputed only when they change."""
-        fs = self.state.findings
-        if self._ranked[0] is not fs:
+        """The active findings most severe and most causal first (a CUDA OOM before the engine death
+        it caused), ranked by the catalogue's cause relations; recomputed only when they change.
+        Resolved and acknowledged findings are not ranked (``all_findings`` has them)."""
+        fs, states = self.state.findings, self.state.finding_states
+        held = self._ranked[0]
+        if not held or held[0] is not fs or held[1] is not states:  # held, not ids: a freed tuple's id comes back
             from .diagnosis.catalogue import default_catalogue
             from .diagnosis.ranking import rank_findings
 
-            self._ranked = (fs, rank_findings(list(fs), default_catalogue()))
+            self._ranked = ((fs, states), rank_findings(list(self.state.active_findings()), default_catalogue()))
         return self._ranked[1]
+
+    def all_findings(self) -> list:
+        """Every finding: the active ones ranked, then the acknowledged, then the resolved (newest
+        first): what the findings panel lists."""
+        states = self.state.finding_states
+        closed = [(states[f.key], f) for f in self.state.findings if f.key in states]
+        closed.sort(key=lambda sf: (sf[0].state != "acknowledged", -sf[0].ts))
+        return [*self.ranked_findings(), *(f for _, f in closed)]
 
     # ------------------------------------------------------------------ input
     # a source with more lines than this queued drops to its tail (older ones: session file only);

@@ -334,6 +334,17 @@ class Finding:
             "advice": self.advice,
         }
 
+    @property
+    def key(self) -> str:
+        """What names this finding across events, sessions and operators (see ``finding_key``)."""
+        return finding_key(self.id, self.node, self.source, self.line)
+
+
+def finding_key(id: str, node: str, source: str, line: int | None) -> str:
+    """One finding's identity as text: the fields the state dedups on, so a resolution or an
+    acknowledgement (possibly another operator's, read from the shared timeline) names it."""
+    return f"{id}|{node}|{source}|{line or ''}"
+
 
 @dataclass(frozen=True, slots=True)
 class FindingRaised:
@@ -343,6 +354,25 @@ class FindingRaised:
     @property
     def node(self) -> str:
         return self.finding.node
+
+
+@dataclass(frozen=True, slots=True)
+class FindingResolved:
+    """A finding's condition ended (its container is gone, the cluster was relaunched and is ready,
+    the check passes): it leaves the ranking but stays in the panel, the timeline and the report."""
+
+    key: str  # Finding.key
+    reason: str  # "container removed", "relaunched, ready", "stopped", "check passes"
+    ts: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
+class FindingAcknowledged:
+    """An operator has seen a finding and owns it: it leaves the ranking, marked with who."""
+
+    key: str  # Finding.key
+    operator: str = ""  # "user@host"
+    ts: float = field(default_factory=now)
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,7 +429,7 @@ class TimelineEntry:
     shared timeline on the head node (actions/shared_timeline.py), so a watcher sees what the
     driver did.  Own records are never turned into these (they are ActionEvents and Notes)."""
 
-    kind: Literal["action", "note"]
+    kind: Literal["action", "note", "ack"]  # ack: a finding acknowledged (``message`` is its key)
     operator: str  # "user@host"
     session: str
     message: str = ""
@@ -424,6 +454,8 @@ Event = Union[
     LogBlock,
     LogGap,
     FindingRaised,
+    FindingResolved,
+    FindingAcknowledged,
     MilestoneReached,
     ActionEvent,
     Note,

@@ -20,7 +20,9 @@ from .model import (
     DockerStatus,
     Event,
     Finding,
+    FindingAcknowledged,
     FindingRaised,
+    FindingResolved,
     HostKeyOffer,
     GpuInfo,
     GpuSample,
@@ -105,6 +107,16 @@ class StateChange:
 
 
 @dataclass(frozen=True)
+class FindingStatus:
+    """A finding that is no longer active: resolved (its condition ended) or acknowledged."""
+
+    state: str  # "resolved" | "acknowledged"
+    ts: float
+    reason: str = ""  # why it resolved
+    operator: str = ""  # who acknowledged it (kept when it resolves later)
+
+
+@dataclass(frozen=True)
 class ClusterState:
     nodes: Mapping[str, NodeState] = field(default_factory=lambda: _frozen({}))
     order: tuple[str, ...] = ()
@@ -113,6 +125,9 @@ class ClusterState:
     notes: tuple[Note, ...] = ()
     timeline: tuple[TimelineEntry, ...] = ()  # other operators' actions and notes (shared timeline)
     changes: tuple[StateChange, ...] = ()  # newest last
+    # Finding.key -> status, for findings no longer active (an acknowledgement read from the shared
+    # timeline may come before this session raises the finding: it is kept and applies then)
+    finding_states: Mapping[str, FindingStatus] = field(default_factory=lambda: _frozen({}))
 
     @classmethod
     def initial(cls, node_names: list[str] | tuple[str, ...]) -> "ClusterState":
@@ -120,6 +135,15 @@ class ClusterState:
 
     def node(self, name: str) -> NodeState:
         return self.nodes[name]
+
+    def finding_status(self, f: Finding) -> FindingStatus | None:
+        """None: active."""
+        return self.finding_states.get(f.key)
+
+    def active_findings(self) -> tuple[Finding, ...]:
+        if not self.finding_states:
+            return self.findings
+        return tuple(f for f in self.findings if f.key not in self.finding_states)
 
     def sorted_findings(self) -> list[Finding]:
         return sorted(self.findings, key=lambda f: (SEVERITY_RANK.get(f.severity, 9), f.ts))
@@ -249,12 +273,18 @@ def _reduce(state: ClusterState, event: Event) -> ClusterState:
             return _with_node(state, m.node, f)
         return state
     if isinstance(event, FindingRaised):
-        f0 = event.finding
-        # the same finding (id, source, line) raised twice is one finding
-        key = (f0.id, f0.source, f0.line, f0.node)
-        if any((x.id, x.source, x.line, x.node) == key for x in state.findings):
+        return _raised(state, event.finding)
+    if isinstance(event, FindingResolved):
+        old = state.finding_states.get(event.key)
+        if old is not None and old.state == "resolved":
             return state
-        return replace(state, findings=state.findings + (f0,))
+        st = FindingStatus("resolved", event.ts, reason=event.reason, operator=old.operator if old else "")
+        return replace(state, finding_states=_frozen({**state.finding_states, event.key: st}))
+    if isinstance(event, FindingAcknowledged):
+        if event.key in state.finding_states:  # acknowledged already, or resolved: that stands
+            return state
+        st = FindingStatus("acknowledged", event.ts, operator=event.operator)
+        return replace(state, finding_states=_frozen({**state.finding_states, event.key: st}))
     if isinstance(event, ActionEvent):
         return replace(state, actions=(state.actions + (event,))[-500:])
     if isinstance(event, Note):
@@ -262,6 +292,21 @@ def _reduce(state: ClusterState, event: Event) -> ClusterState:
     if isinstance(event, TimelineEntry):
         return replace(state, timeline=(state.timeline + (event,))[-TIMELINE_KEEP:])
     return state
+
+
+def _raised(state: ClusterState, f0: Finding) -> ClusterState:
+    key = f0.key
+    st = state.finding_states.get(key)
+    # the same finding (id, source, line) raised twice is one finding; raised again after it was
+    # resolved, its condition is back (a relaunch that fails the same way): active again
+    if st is not None and st.state == "resolved":
+        states = dict(state.finding_states)
+        del states[key]
+        kept = tuple(x for x in state.findings if x.key != key)
+        return replace(state, findings=kept + (f0,), finding_states=_frozen(states))
+    if any(x.key == key for x in state.findings):
+        return state
+    return replace(state, findings=state.findings + (f0,))
 
 
 def reduce_all(state: ClusterState, events) -> ClusterState:

@@ -4,8 +4,10 @@
 
 (the directory the cluster lock lives in).  One JSON object per line::
 
-    {"ts": RFC 3339, "operator": "user@host", "session": id, "kind": "action"|"note",
+    {"ts": RFC 3339, "operator": "user@host", "session": id, "kind": "action"|"note"|"ack",
      "action", "step", "status", "node", "message"}
+
+(an "ack" is a finding acknowledged: ``step`` its id, ``message`` its key, ``model.finding_key``)
 
 - ``TimelineWriter`` appends this session's records.  Faces hand it records without waiting
   (``action(event)``, ``note(note)``); one writer task drains the queue, re-armed when records
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING, Callable
 from ..identity import operator_id
 from ..logs.redact import redact
 from ..logs.sanitize import safe
-from ..model import TIMELINE_STATUSES, ActionEvent, Note, TimelineEntry, current_status
+from ..model import TIMELINE_STATUSES, ActionEvent, FindingAcknowledged, Note, TimelineEntry, current_status
 from ..nodes.base import NodeError
 from ..timefmt import format_ms, parse as parse_time
 from ..waiting import Backoff
@@ -112,6 +114,10 @@ class TimelineWriter:
     def note(self, note: Note) -> None:
         self._put(record_line(ts=note.ts, operator=note.author or self.operator, session=self.session,
                               kind="note", message=note.text))
+
+    def ack(self, ack: FindingAcknowledged, finding_id: str = "", node: str = "") -> None:
+        self._put(record_line(ts=ack.ts, operator=ack.operator or self.operator, session=self.session,
+                              kind="ack", step=finding_id, node=node, message=ack.key))
 
     def _put(self, line: bytes) -> None:
         self._pending.append(line)
@@ -235,7 +241,7 @@ def parse_record(raw: bytes) -> TimelineEntry | None:
         rec = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         return None
-    if not isinstance(rec, dict) or rec.get("kind") not in ("action", "note"):
+    if not isinstance(rec, dict) or rec.get("kind") not in ("action", "note", "ack"):
         return None
     ts = parse_time(rec.get("ts")) if isinstance(rec.get("ts"), str) else None
     if ts is None:

@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from ..model import TIMELINE_STATUSES
+from ..model import TIMELINE_STATUSES, finding_key
 from ..session import latest_session
 from ..session_read import SessionError, open_session, read_events, read_logs, read_meta
 
@@ -53,6 +53,8 @@ PER_OPERATOR = 200  # action lines per operator: the newest
 def _other_text(e: dict) -> str:
     if e.get("kind") == "note":
         return f"note: {e.get('message')}"
+    if e.get("kind") == "ack":
+        return f"acknowledged finding {e.get('step') or e.get('message')}"
     return f"action {e.get('action')}/{e.get('step')}: {e.get('status')} {e.get('message') or ''}".rstrip()
 
 
@@ -94,6 +96,36 @@ def _actions_section(actions: list[dict], others: list[dict], meta: dict) -> lis
         out += [f"- {_when(ts)} {text}" for ts, text in rows[-PER_OPERATOR:]]
         out.append("")
     return out
+
+
+def _key(f: dict) -> str:
+    return finding_key(f.get("id") or "", f.get("node") or "", f.get("source") or "", f.get("line"))
+
+
+def finding_states(events: list[dict]) -> dict[str, dict]:
+    """Finding key -> its last resolution or acknowledgement, in recorded order, as the engine's
+    state does (state.py): a resolution stands, a finding raised again after it is active again."""
+    out: dict[str, dict] = {}
+    for e in events:
+        kind = e.get("type")
+        if kind == "FindingRaised":
+            k = _key(e["finding"])
+            if out.get(k, {}).get("type") == "FindingResolved":
+                del out[k]
+        elif kind == "FindingResolved":
+            if out.get(e.get("key"), {}).get("type") != "FindingResolved":
+                out[e.get("key")] = e
+        elif kind == "FindingAcknowledged" and e.get("key") not in out:
+            out[e.get("key")] = e
+    return out
+
+
+def _state_text(st: dict | None) -> str:
+    if st is None:
+        return "active"
+    if st.get("type") == "FindingResolved":
+        return f"resolved at {_when(st.get('ts'))} ({st.get('reason') or '?'})"
+    return f"acknowledged at {_when(st.get('ts'))} by {st.get('operator') or '?'}"
 
 
 def _verdicts(events: list[dict]) -> list[dict]:
@@ -141,21 +173,33 @@ def build_report(path: Path) -> str:
     out.append(f"- kind: {meta.get('kind', '?')}" + (f" (scenario {meta['scenario']})" if meta.get("scenario") else ""))
     out.append(f"- config: {meta.get('config', '?')}")
     out.append(f"- nodes: {', '.join(meta.get('nodes', [])) or '?'}")
+    # a finding raised again is one finding (as in the engine's state): its first raise
+    first: dict[str, dict] = {}
+    for f in findings:
+        first.setdefault(_key(f), f)
+    findings = list(first.values())
+    states = finding_states(events)
     sev = Counter(f.get("severity") for f in findings)
-    out.append(f"- findings: {sev.get('error', 0)} error, {sev.get('warning', 0)} warning, {sev.get('info', 0)} info")
+    closed = Counter(states[k]["type"] for k in map(_key, findings) if k in states)
+    out.append(f"- findings: {sev.get('error', 0)} error, {sev.get('warning', 0)} warning, {sev.get('info', 0)} info"
+               f" ({closed.get('FindingResolved', 0)} resolved, {closed.get('FindingAcknowledged', 0)} acknowledged)")
     out.append("")
 
     out += ["## Findings", ""]
     if not findings:
         out += ["None recorded.", ""]
     order = {"error": 0, "warning": 1, "info": 2}
-    for f in sorted(findings, key=lambda f: (order.get(f.get("severity"), 9), f.get("ts") or 0)):
+    # the active findings first: what is still wrong; the resolved and acknowledged after, marked
+    for f in sorted(findings, key=lambda f: (_key(f) in states, order.get(f.get("severity"), 9), f.get("ts") or 0)):
         where = f.get("source") or f.get("node") or ""
         if f.get("line"):
             where += f":{f['line']}"
-        out.append(f"### [{f.get('severity', '?')}] {f.get('title', '')} (`{f.get('id', '')}`)")
+        st = states.get(_key(f))
+        mark = "" if st is None else (" — RESOLVED" if st.get("type") == "FindingResolved" else " — ACKNOWLEDGED")
+        out.append(f"### [{f.get('severity', '?')}] {f.get('title', '')} (`{f.get('id', '')}`){mark}")
         out.append("")
         out.append(f"- where: {where or '?'} at {_when(f.get('ts'))}")
+        out.append(f"- state: {_state_text(st)}")
         if f.get("advice"):
             out.append(f"- advice: {f['advice']}")
         if f.get("evidence"):
@@ -190,9 +234,16 @@ def build_report(path: Path) -> str:
     for e in notes:
         timeline.append((e.get("ts") or 0, f"note ({e.get('author') or 'operator'}): {e.get('text')}"))
     for e in others:
-        timeline.append((e.get("ts") or 0, f"{e.get('operator') or '?'}: " + _other_text(e)))
+        if e.get("kind") != "ack":  # applied to its finding: the "acknowledged" row below says it
+            timeline.append((e.get("ts") or 0, f"{e.get('operator') or '?'}: " + _other_text(e)))
+    titles = {_key(f): f"{f.get('id')}: {f.get('title')}" for f in findings}
     for f in findings:
         timeline.append((f.get("ts") or 0, f"finding {f.get('id')}: {f.get('title')}"))
+    for e in events:
+        if e.get("type") in ("FindingResolved", "FindingAcknowledged") and e.get("key") in titles:
+            what = (f"resolved ({e.get('reason') or '?'})" if e["type"] == "FindingResolved"
+                    else f"acknowledged by {e.get('operator') or '?'}")
+            timeline.append((e.get("ts") or 0, f"finding {titles[e['key']]} {what}"))
     if not timeline:
         out += ["Nothing recorded.", ""]
     for ts, text in sorted(timeline, key=lambda x: x[0])[-200:]:

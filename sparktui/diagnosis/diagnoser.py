@@ -52,6 +52,7 @@ class Diagnoser:
         self._images: dict[str, dict[str, str]] = {}  # image ref -> node -> image id
         self._image_findings: set[tuple[str, ...]] = set()
         self.extra_findings: list[Finding] = []
+        self._runs: dict[str, str] = {}  # source key -> the id of the container that logs under it
 
     # ------------------------------------------------------------------ sources
     def scanner(self, key: str, node: str = "") -> SourceScanner:
@@ -78,15 +79,29 @@ class Diagnoser:
         if isinstance(event, ContainerChanged):
             c = event.container
             if c.state == ContainerState.RUNNING and not is_own_probe(c):  # a doctor probe is no startup
-                sc = self.scanner(f"{event.node}/{c.name}", event.node)
+                key = self._run(event.node, c)
+                sc = self.scanner(key, event.node)
                 ms = sc.milestones.note("container_started", c.image, {"image": c.image}, None)
                 return _wrap([ms] if ms else [])
             return []
         if isinstance(event, ContainersSnapshot):
+            for c in event.containers:
+                if c.state == ContainerState.RUNNING:
+                    self._run(event.node, c)
             return self._check_images(event)
         if isinstance(event, FindingRaised):
             return self._on_alarm(event.finding)
         return []
+
+    def _run(self, node: str, c) -> str:
+        """The source key of a running container; another container under the name (a relaunch)
+        gets a fresh scanner, so the new run raises its own findings even where the old run raised
+        the same ones (lifecycle.py resolved those)."""
+        key = f"{node}/{c.name}"
+        if self._runs.setdefault(key, c.id) != c.id:
+            self._runs[key] = c.id
+            self.scanners.pop(key, None)
+        return key
 
     def _on_alarm(self, f: Finding) -> list[Event]:
         """Live counterpart of ``finish``'s hang check: when the stall detector reports a suspected

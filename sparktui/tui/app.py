@@ -35,8 +35,9 @@ from .widgets.lock_indicator import LockIndicator
 
 if TYPE_CHECKING:
     from ..actions.base import ActionContext, ConfirmFn
-    from ..model import Emit
+    from ..model import Emit, Finding
     from ..engine import Engine
+    from ..state import FindingStatus
     from ..nodes.base import Node
 
 MIN_REFRESH = 0.1  # seconds between repaints from engine updates (10 Hz): frames cost ~30 ms at 200x50
@@ -395,6 +396,22 @@ class SparkApp(App[int]):
         if self.shared_timeline is not None:
             self.shared_timeline.note(note)
         self.notify("note added to the timeline", timeout=2)
+
+    def acknowledge(self, finding: "Finding") -> "FindingStatus":
+        """An operator owns ``finding``: into the session (engine, so it leaves the ranking) and onto
+        the cluster's shared timeline (the other operators' faces apply it when they read it)."""
+        from ..model import FindingAcknowledged
+        from ..state import FindingStatus
+
+        ack = FindingAcknowledged(finding.key, operator=self.operator)
+        if self.engine.started:
+            self.engine.emit(ack)
+        else:  # a replay or a test: no pump runs, apply it now
+            self.engine.process([ack])
+        if self.shared_timeline is not None:
+            self.shared_timeline.ack(ack, finding.id, finding.node)
+        self.notify(f"acknowledged: {finding.title[:60]}", timeout=2)
+        return FindingStatus("acknowledged", ack.ts, operator=ack.operator)
 
     def action_show_log(self, index: int, source: str) -> None:
         screen = self._main_screen()

@@ -12,13 +12,15 @@ if TYPE_CHECKING:
 
 
 def default_processors() -> list[Any]:
-    """The engine's analysis, in order.  All are part of every build: one that does not import
-    fails the start loudly rather than leaving the faces without findings."""
+    """The engine's analysis, in order.  Each is part of every build: one that does not import
+    fails the start loudly rather than leaving the faces without findings.  The lifecycle comes
+    last: it sees the findings the others derived from the same event."""
     from ..diagnosis import Diagnoser
     from ..diagnosis.cluster_watch import ClusterWatch
+    from ..diagnosis.lifecycle import Lifecycle
     from ..diagnosis.stall import StallDetector
 
-    return [Diagnoser(), StallDetector(), ClusterWatch()]
+    return [Diagnoser(), StallDetector(), ClusterWatch(), Lifecycle()]
 
 
 def make_engine(config: "Config", sources: list, kind: str, extra_meta: dict | None = None, *,

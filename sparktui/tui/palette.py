@@ -27,6 +27,8 @@ class SparkCommands(Provider):
                 continue
             if e.id.startswith("action-") and not app.action_allowed(e.id[len("action-"):]):
                 continue  # hidden when read-only (mutating) or when there is no node to act on
+            if e.scope not in ("app", "main") and getattr(self.screen, "binding_scope", "") != e.scope:
+                continue  # a panel's own keys (the findings panel's `a`): offered while it is open
             target = "app." if e.scope == "app" else "screen."
             keys = ", ".join(keymap.display_key(k) for k in e.key_list)
             out.append((f"{e.palette}: {e.description}", f"key {keys}", target + e.action))

@@ -224,3 +224,53 @@ def test_spark_vllm_docker_launcher_detached(real_vllm_bed, tmp_path):
         assert _chat(_port(cfg))
     finally:
         _stop(bed, cfg, "tiny_script", nodes)
+
+
+async def test_a_relaunch_resolves_the_previous_findings(real_vllm_bed, tmp_path, e2e):
+    """Issue 29 item 3 on the real vLLM: the headless TUI engine (live sources, the TUI's processors)
+    watches a cluster whose worker is killed while serving; the real logs raise error findings about
+    the cluster's containers; `launch --yes --replace` (another process, as an operator would run it)
+    replaces the containers and reaches ready: every one of those findings is resolved, none is
+    ranked any more, and they are still listed."""
+    import asyncio
+
+    from sparktui.collectors import make_sources
+    from sparktui.config import load_config
+    from sparktui.engine import Engine
+    from sparktui.nodes import make_node
+    from sparktui.tui.boot import default_processors
+
+    bed = real_vllm_bed
+    name, nodes = "tiny_relaunch", ["spark1", "spark2"]
+    cfg = bed.write_config(tmp_path / "relaunch.toml", nodes=2, name=name)
+    config = load_config(cfg)
+    engine = Engine(config, make_sources(config, {n.name: make_node(n) for n in config.nodes}),
+                    processors=default_processors())
+    watch = e2e.Watcher(engine)
+    await engine.start()
+    try:
+        await asyncio.to_thread(_launch_ready, bed, cfg)
+        bed.docker("spark2", "kill", name, check=True)
+        with pytest.raises(Exception):  # the head finds out at its next collective, and dies
+            await asyncio.to_thread(_chat, _port(cfg))
+
+        def about_cluster(s) -> list:
+            return [f for f in s.active_findings() if f.severity == "error" and f.source in {f"{n}/{name}" for n in nodes}]
+
+        await watch.until(lambda b, s: about_cluster(s), 90, "an error finding about the cluster's containers")
+        before = about_cluster(engine.state)
+
+        await asyncio.to_thread(_launch_ready, bed, cfg, 900, ("--replace",))
+
+        def all_resolved(b, s) -> bool:
+            return all(s.finding_status(f) is not None and s.finding_status(f).state == "resolved" for f in before)
+
+        await watch.until(all_resolved, 60, "the previous run's findings resolved after the relaunch")
+        ranked = {f.key for f in engine.ranked_findings()}
+        assert not ranked & {f.key for f in before}, [f.id for f in engine.ranked_findings()]
+        assert {f.key for f in before} <= {f.key for f in engine.all_findings()}  # still listed
+        reasons = {engine.state.finding_status(f).reason for f in before}
+        assert reasons <= {"container removed", "container replaced", "relaunched, ready"}, reasons
+    finally:
+        await engine.stop()
+        await asyncio.to_thread(_stop, bed, cfg, name, nodes)

@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 from .. import keymap
 
-SCOPE_TITLES = {"app": "Everywhere", "main": "Node panes and logs"}
+SCOPE_TITLES = {"app": "Everywhere", "main": "Node panes and logs", "findings": "Findings panel (f)"}
 
 
 def help_content(read_only: bool, keys_for: dict[str, str] | None = None, node_count: int | None = None) -> Content:

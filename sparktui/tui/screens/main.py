@@ -249,7 +249,7 @@ class MainScreen(Screen[None]):
             self.maximize(self.active_pane)
 
     def action_findings(self) -> None:
-        self.app.push_screen(FindingsScreen(self.app.engine.ranked_findings()), self.jump_to_finding)
+        self.app.push_screen(FindingsScreen(self.app.engine.all_findings()), self.jump_to_finding)
 
     def action_guided(self, name: str) -> None:
         self.post_message(OpenAction(name))  # messages up: the app opens it (or says why not)

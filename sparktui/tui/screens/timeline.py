@@ -51,6 +51,11 @@ def timeline_rows(state: "ClusterState", me: str) -> list[Row]:
             rows.append(Row(a.ts, me, "action", a.node, text, a.status))
     for f in state.findings:
         rows.append(Row(f.ts, "diagnoser", "finding", f.node, f"[{f.severity}] {f.title} ({f.id})", "finding"))
+        st = state.finding_status(f)
+        if st is not None:  # its end (or who owns it) is a row of its own, at its time
+            who = st.operator if st.state == "acknowledged" else "sparktui"
+            why = f" — {st.reason}" if st.reason else ""
+            rows.append(Row(st.ts, who or me, "finding", f.node, f"{st.state}: {f.title} ({f.id}){why}", "change"))
     for c in state.changes:
         rows.append(Row(c.ts, "", "change", c.node, c.text, "change"))
     for n in state.notes:
@@ -58,6 +63,8 @@ def timeline_rows(state: "ClusterState", me: str) -> list[Row]:
     for e in state.timeline:  # the other operators', from the head's shared timeline
         if e.kind == "note":
             rows.append(Row(e.ts, e.operator, "note", e.node, e.message, "note"))
+        elif e.kind == "ack":
+            continue  # applied to its finding: the finding's "acknowledged" row says it
         else:
             text = f"{e.action}/{e.step}: {e.status}" + (f" — {e.message}" if e.message else "")
             rows.append(Row(e.ts, e.operator, "action", e.node, text, e.status))
