@@ -75,7 +75,7 @@ def test_help_lists_only_commands_this_build_has(monkeypatch):
 def test_the_engines_processors_do_not_hide_an_import_error(monkeypatch):
     from sparktui.tui.boot import default_processors
 
-    assert [type(p).__name__ for p in default_processors()] == ["Diagnoser", "StallDetector", "ClusterWatch"]
+    assert [type(p).__name__ for p in default_processors()] == ["Diagnoser", "StallDetector", "ClusterWatch", "Lifecycle"]
     monkeypatch.setitem(sys.modules, "sparktui.diagnosis.stall", None)  # as if stall.py did not import
     with pytest.raises(ImportError):
         default_processors()
