@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .engine_worker import read_frame, write_frame
+from .logs.safe_files import open_private
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,7 @@ class AnalysisWorker:
 
     def start(self, session_path: Path | None, max_log_bytes: int, factory: str | None, tick_interval: float) -> None:
         # its stderr (a traceback if it dies) sits with the session, owner-only like the rest
-        errors = (os.fdopen(os.open(session_path / "worker.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
-                  if session_path else subprocess.DEVNULL)
+        errors = open_private(session_path / "worker.log", "ab") if session_path else subprocess.DEVNULL
         try:
             # its own interpreter (not fork: the app has threads) with our sys.path; never the tty
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))

@@ -24,7 +24,7 @@ from typing import IO, Any
 
 from .logs.redact import mask_dict, mask_list, redact, redact_bytes, redact_env  # noqa: F401  (redact_env: re-exported)
 from .logs.archive import CAP_NOTE  # the file's last line at its cap: its reader knows it
-from .logs.safe_files import DIR_MODE, FILE_MODE, private_dir as _private_dir
+from .logs.safe_files import DIR_MODE, FILE_MODE, open_private as _open_private, private_dir as _private_dir  # noqa: F401
 from .logs.sanitize import json_dumps
 from .units import human_bytes
 from .model import Event, LogBatch, LogBlock, LogLine
@@ -34,14 +34,6 @@ from . import session_read
 # DIR_MODE/FILE_MODE and the folder maker live with the safe writes: investigate's bundles use them too.
 
 
-def _open_private(path: Path, mode: str, **kw) -> IO:
-    """``open(path, mode)`` creating the file 0600 whatever the umask (and tightening an old one)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_APPEND if "a" in mode else os.O_TRUNC), FILE_MODE)
-    try:
-        os.fchmod(fd, FILE_MODE)
-    except OSError:
-        pass
-    return os.fdopen(fd, mode, **kw)
 
 
 def state_dir() -> Path:

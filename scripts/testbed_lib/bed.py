@@ -208,8 +208,8 @@ Host *
 """)
         for tool in ("ssh", "scp"):
             w = n.bin / tool
-            # the -o before "$@" wins (OpenSSH keeps the first value), so the bed verifies host keys
-            # even where the launcher copy passes StrictHostKeyChecking=no as the real script does
+            # the -o before "$@" wins (OpenSSH keeps the first value): host keys are verified whatever
+            # a script run on the node passes after it
             w.write_text(f'#!/bin/sh\nexec /usr/bin/{tool} -F "{self.ssh_config}" -o StrictHostKeyChecking=yes "$@"\n')
             os.chmod(w, 0o755)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..config import Config
+from ..logs.safe_files import open_private, private_dir
 from ..model import FAIL
 from ..nodes.base import Node
 from ..probes.serving import ChatAnswer, OnDelta, ServingError, chat, deadline_error
@@ -137,10 +138,9 @@ class History:
         self.items.append(text)
         self.items = self.items[-self.LIMIT:]
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_dir(self.path.parent)
             tmp = self.path.with_suffix(".tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
+            with open_private(tmp, "w", encoding="utf-8") as f:
                 f.writelines(json.dumps({"text": t}) + "\n" for t in self.items)
             os.replace(tmp, self.path)
         except OSError:

@@ -38,17 +38,37 @@ FILE_MODE = 0o600
 
 def private_dir(path: str | os.PathLike) -> bool:
     """Create ``path`` (and missing parents) 0700, whatever the umask; True when it was made here.
-    A folder someone else made (e.g. a shared 1777 one) keeps its mode: only ours is tightened."""
-    try:
-        Path(path).mkdir(mode=DIR_MODE, parents=True)
-    except FileExistsError:
-        return False
-    os.chmod(path, DIR_MODE)
-    return True
+    A folder someone else made (e.g. a shared 1777 one) keeps its mode: only ours is tightened.
+    Each missing parent is made 0700 too (``mkdir(parents=True)`` would give them the umask's mode,
+    and a world-writable parent lets anyone swap the private folder below it)."""
+    p = Path(path)
+    missing = [q for q in (p, *p.parents) if not q.exists()][::-1]
+    made = False
+    for q in missing:
+        try:
+            q.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            continue  # made meanwhile by someone else: theirs, its mode stays
+        os.chmod(q, DIR_MODE)
+        made = q == p
+    return made
 
 
 class UnsafeFile(Exception):
     """A file that is not read or written, with the reason (one line)."""
+
+
+def open_private(path: str | os.PathLike, mode: str, **kw):
+    """``open(path, mode)`` (write/append) creating the file 0600 whatever the umask, and tightening
+    one that exists: sessions, exports and histories hold the operator's cluster, masked at best."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_APPEND if "a" in mode else os.O_TRUNC),
+                 FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, mode, **kw)
 
 
 def _kind(mode: int) -> str:

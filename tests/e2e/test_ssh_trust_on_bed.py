@@ -122,6 +122,7 @@ def test_home_ssh_config_user_known_hosts_file_is_honoured(bed, tmp_path):
 
 def test_node_ssh_config_known_hosts_none_is_refused(bed, tmp_path):
     conf = tmp_path / "node ssh_config"
+    # the hostile input under test: a node ssh_config that turns verification off must be refused
     conf.write_text("UserKnownHostsFile none\nStrictHostKeyChecking no\n")
     cfg = _config(bed, tmp_path, known_hosts=None, ssh_config=str(conf))
     log = SshdLog(bed, "spark1")

@@ -130,6 +130,8 @@ def test_every_probed_field_is_inert(tmp_path):
     carries an injection; the file holds init's keys only and the printable values come back exact."""
     odd_image = 'reg.io/vllm:"x"\\y'
     rd = [RdmaDevice(f"roce{INJECT}", "enp1", True), RdmaDevice("rocep1s0f1", "enp1", True)]
+    # example addresses are data for init's renderer, never contacted (the suite's loopback-only
+    # connect guard in tests/conftest.py would fail the test if anything tried)
     fab = LinkInfo("enp1", ("192.168.200.12/24",), 9000, "UP", "rocep1s0f1")
     odd_link = LinkInfo(f"eth{INJECT}", (f"10.0.0.1/24{OSC52}",), 1500, f"UP{INJECT}", INJECT_ARGS)
     inv = Inventory(name="spark1", hostname=INJECT, arch=INJECT_ARGS, docker_socket="/run/docker.sock",

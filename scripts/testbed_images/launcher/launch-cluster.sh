@@ -200,8 +200,8 @@ fi
 check_ssh() {
     local w
     for w in "${WORKER_IPS[@]}"; do
-        # as the real script does; on the bed the ssh wrapper's StrictHostKeyChecking=yes comes first and wins
-        if ! ssh -o BatchMode=yes -o ConnectTimeout=5 -o StrictHostKeyChecking=no "$w" true >/dev/null 2>&1; then
+        # host keys are verified: the bed's ssh config (known_hosts, StrictHostKeyChecking yes) decides
+        if ! ssh -o BatchMode=yes -o ConnectTimeout=5 "$w" true >/dev/null 2>&1; then
             echo "Error: Passwordless SSH to $w failed."
             exit 1
         fi

@@ -38,18 +38,13 @@ def export_path(engine, node: str, source: str) -> Path:
 
 
 def _write_lines(path: Path, texts: list[str]) -> None:
-    import os
-
     from ...logs.redact import redact
+    from ...logs.safe_files import open_private, private_dir
 
     # owner-only like the session it sits in; the store's texts are redacted already, the export
     # redacts again because it is where lines leave the app
-    if not path.parent.exists():  # never change the mode of a folder we did not create
-        path.parent.mkdir(mode=0o700, parents=True)
-        os.chmod(path.parent, 0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+    private_dir(path.parent)  # 0700 when made here; a folder we did not create keeps its mode
+    with open_private(path, "w", encoding="utf-8") as fh:
         fh.write(redact("".join(t + "\n" for t in texts)))
 
 
