@@ -301,10 +301,12 @@ def run(args) -> int:
         return 2
     out = getattr(args, "output", None)
     if out:
+        from ..logs.safe_files import open_private
         from ..logs.sanitize import safe
 
-        try:
-            Path(out).write_text(text, encoding="utf-8")
+        try:  # 0600 like the session it comes from: it names the cluster
+            with open_private(out, "w", encoding="utf-8") as fh:
+                fh.write(text)
         except OSError as exc:
             print(f"sparktui: report: cannot write {safe(out)}: {exc.strerror or exc}", file=sys.stderr)
             return 2

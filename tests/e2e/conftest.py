@@ -252,6 +252,8 @@ class _RealBedStart:
         self.keep = bool(os.environ.get("SPARKTUI_REALVLLM_BED")) or (self.dir / "cluster.toml").exists()
         self.proc: subprocess.Popen | None = None
         self.out = ""
+        self.started = False
+        self.needed = False
 
     @staticmethod
     def unavailable() -> str | None:
@@ -260,7 +262,8 @@ class _RealBedStart:
         return None
 
     def start(self) -> None:
-        if self.proc is None and not self.unavailable():
+        if self.proc is None and not self.started and not self.unavailable():
+            self.started = True  # once a session: down() must not be followed by a second start
             self.log = tempfile.TemporaryFile("w+")  # a file, not a pipe: nobody reads it until wait()
             self.proc = subprocess.Popen([str(TESTBED), "up", "--nodes", "3", "--scenario", "real-vllm"],
                                          stdout=self.log, stderr=subprocess.STDOUT, text=True, env=self.env)
@@ -287,9 +290,25 @@ class _RealBedStart:
 _real_bed = _RealBedStart()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # One xdist group: the e2e tests share the beds, so they run in order on one worker while the
+    # other worker takes the tests that need no bed (pytest -n 2 --dist loadgroup).
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.path).parents:
+            item.add_marker(pytest.mark.xdist_group("bed"))
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if not session.config.option.collectonly and any(
-            "real_vllm_bed" in getattr(item, "fixturenames", ()) for item in session.items):
+    _real_bed.needed = not session.config.option.collectonly and any(
+        "real_vllm_bed" in getattr(item, "fixturenames", ()) for item in session.items)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Started by the first e2e test this process runs (a conftest hook sees only its own folder's
+    # tests), not at collection: under xdist every worker collects everything, and only the one
+    # that runs the "bed" group may start a bed.  The lean-bed tests it runs first hide the ~90 s.
+    if _real_bed.needed:
         _real_bed.start()
 
 

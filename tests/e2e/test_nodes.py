@@ -330,7 +330,7 @@ async def test_a_burst_on_stdout_and_stderr_and_a_tty_container_arrive_whole(liv
     want = [_burst_line(i) for i in range(20000)]
     for tty, name in runs:
         try:
-            await watch.until(lambda b, s, name=name: persisted(engine, "spark1", name).count("\n") >= 20000, 20,
+            await watch.until(lambda b, s, name=name: persisted(engine, "spark1", name).count("\n") >= 20000, 60,
                               f"{name}: the whole burst persisted")
         except BaseException:
             n0 = persisted(engine, "spark1", name).count("\n")

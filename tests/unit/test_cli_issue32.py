@@ -68,6 +68,7 @@ def test_report_output_and_json_carry_the_investigation_verdict(tmp_path):
     r = _cli("report", str(path), "--output", str(md))
     assert r.returncode == 0 and r.stdout == "", r.stderr
     text = md.read_text()
+    assert md.stat().st_mode & 0o777 == 0o600  # it names the cluster, like the session it comes from
     assert "## Investigations" in text and "problem: R2: rank 1 never entered the collective" in text
     j = _cli("report", str(path), "--json")
     assert j.returncode == 0, j.stderr
