@@ -290,6 +290,7 @@ class _RealBedStart:
 _real_bed = _RealBedStart()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the mark into the "@bed" scope
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # One xdist group: the e2e tests share the beds, so they run in order on one worker while the
     # other worker takes the tests that need no bed (pytest -n 2 --dist loadgroup).
