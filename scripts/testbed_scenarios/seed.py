@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Scenario `seed`: the story's starting point on a running test bed (`scripts/testbed up --scenario seed`).
+"""Scenario `seed`: the story's starting point (old and community vLLM images, a Qwen3.5-122B model
+directory without weights, GB10-sized memory) on a running test bed (`scripts/testbed up --scenario seed`).
 
 - builds, in spark1's dockerd, the old `vllm-node` image (no Qwen3.5 in its vLLM registry or its
   transformers config map; no ENTRYPOINT; run-cluster-node.sh in /workspace/vllm) and a

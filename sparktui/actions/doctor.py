@@ -38,6 +38,26 @@ async def resolve_image(ctx: ActionContext, head: Node) -> str:
     return c.image
 
 
+def image_id_results(image: str, infos: dict[str, ImageInfo], missing: list[str],
+                     unchecked: list[str]) -> list[CheckResult]:
+    """The image_id check from what `docker image inspect` said per node: ``infos`` (node -> the image),
+    ``missing`` (nodes without it), ``unchecked`` (nodes not reached).  Every node must hold the same
+    ID: a tag alone may name different builds on different nodes."""
+    if not infos:
+        return [fail("image_id", f"image {image!r} is on no node", "", [f"docker image inspect {image}: not found"],
+                     "check cluster.image, or build it (`sparktui build-image`) / load it", "image_not_found")]
+    ev = [f"{k}: {v.id[:19]}" for k, v in infos.items()] + [f"{m}: not present" for m in missing]
+    if missing or len({i.id for i in infos.values()}) > 1:
+        return [fail("image_id", f"{image} differs across nodes" if not missing else
+                     f"{image} missing on {', '.join(missing)}", "", ev,
+                     f"`sparktui push-image --image {image}` copies it node-to-node and checks the IDs",
+                     "image_mismatch")]
+    if unchecked:
+        return [warn("image_id", f"same image ID on {', '.join(infos)}; not compared on {', '.join(unchecked)} "
+                     "(unreachable)", "", ev, "fix the ssh/docker failure, then run doctor again", "image_mismatch")]
+    return [ok("image_id", f"same image ID on every node ({next(iter(infos.values())).id[:19]})", "", ev)]
+
+
 class DoctorAction(Action):
     raises_findings = True  # its findings come from checks, not logs: faces add them to the cluster's
 
@@ -117,19 +137,7 @@ class DoctorAction(Action):
                 infos[n.name] = await inspect_image(n, image)
             except ImageNotFound:
                 missing.append(n.name)
-        if not infos:
-            return [fail("image_id", f"image {image!r} is on no node", "", [f"docker image inspect {image}: not found"],
-                         "check cluster.image, or build it (`sparktui build-image`) / load it", "image_not_found")]
-        ev = [f"{k}: {v.id[:19]}" for k, v in infos.items()] + [f"{m}: not present" for m in missing]
-        if missing or len({i.id for i in infos.values()}) > 1:
-            return [fail("image_id", f"{image} differs across nodes" if not missing else
-                         f"{image} missing on {', '.join(missing)}", "", ev,
-                         f"`sparktui push-image --image {image}` copies it node-to-node and checks the IDs",
-                         "image_mismatch")]
-        if unchecked:
-            return [warn("image_id", f"same image ID on {', '.join(infos)}; not compared on {', '.join(unchecked)} "
-                         "(unreachable)", "", ev, "fix the ssh/docker failure, then run doctor again", "image_mismatch")]
-        return [ok("image_id", f"same image ID on every node ({next(iter(infos.values())).id[:19]})", "", ev)]
+        return image_id_results(image, infos, missing, unchecked)
 
     async def _models(self, ctx: ActionContext, nodes: list[Node], models: dict[str, ModelInfo]) -> list[CheckResult]:
         out = []
