@@ -14,7 +14,8 @@ What the timeline says decides what the server does, checked on every request:
 
 The requests the scripted log shows served (its `POST /v1/chat/completions ... 200 OK` lines,
 ``timeline.served_requests``) are counted by the server as if it had answered them, before every
-request it answers: /metrics (the SERVE line) and the log tell one story.
+request it answers, and the gauges (requests running, KV use) of its last metrics line are reported
+beside the server's own: /metrics (the SERVE line) and the log tell one story.
 
 The reasoning field names follow the scenario's vLLM version (``reasoning_fields``).
 """
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING
 from ..nodes.base import NodeError
 from . import physics
 from .script import VLLM_VERSION
-from .timeline import QUANTUM, served_requests, serve_schedule
+from .timeline import QUANTUM, scripted_gauges, served_requests, serve_schedule
 from .standin_http import Engine, make_handler
 
 if TYPE_CHECKING:
@@ -210,6 +211,11 @@ class SimServer:
                     ld = physics.serving_load(node.name, at)
                     eng.count(round(ld * 1850 * span), round(ld * 62 * span), "stop")
             self.scripted = max(self.scripted, len(times))
+            # a hung or dead engine runs nothing of the script's: its gauges are the server's own
+            gauges = scripted_gauges(scene, node.name, t) if self.state() == "up" else None
+            with eng.lock:
+                eng.scripted_running = gauges[0] if gauges else 0
+                eng.scripted_kv = gauges[1] / 100 if gauges else 0.0
             return self.scripted
 
     # ------------------------------------------------------------------ lifecycle

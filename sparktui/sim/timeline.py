@@ -168,9 +168,10 @@ class NodeTimeline:
             vals = {"apipid": 1, "vts": vts(self.scene.epoch(t)), "client_port": 40000 + r.randrange(20000)}
             if not is_access(k, per):
                 ld = physics.serving_load(self.spec.name, t)
+                running, kv_pct = serving_gauges(ld)
                 vals.update(prompt_tps=f"{ld * 1850 * r.uniform(0.8, 1.2):.1f}",
-                            gen_tps=f"{ld * 62 * r.uniform(0.9, 1.1):.1f}", running=max(1, round(ld * 4)),
-                            kv_usage=f"{ld * 9.5:.1f}", prefix_hit=f"{30 + 40 * r.random():.1f}")
+                            gen_tps=f"{ld * 62 * r.uniform(0.9, 1.1):.1f}", running=running,
+                            kv_usage=f"{kv_pct:.1f}", prefix_hit=f"{30 + 40 * r.random():.1f}")
                 text = string.Template(block_lines("serve_metrics")[0]).substitute(vals)
             else:
                 text = string.Template(block_lines("serve_access")[0]).substitute(vals)
@@ -245,6 +246,28 @@ def serve_schedule(scene: Scene, node: str) -> tuple[float, float, int] | None:
 def is_access(k: int, per: int) -> bool:
     """Line k of the serving schedule is a request's access line (else the periodic metrics line)."""
     return k % per != 0
+
+
+def serving_gauges(load: float) -> tuple[int, float]:
+    """(requests running, KV cache usage in percent) a scripted metrics line prints at ``load``."""
+    return max(1, round(load * 4)), load * 9.5
+
+
+def scripted_gauges(scene: Scene, node: str, t: float) -> tuple[int, float] | None:
+    """The gauges of the last metrics line ``node``'s scripted log printed by ``t`` (None before the
+    first): what the stand-in API's /metrics reports beside the requests it answers itself."""
+    sched = serve_schedule(scene, node)
+    ex = scene.exits.get(node)
+    if sched is None or (ex is not None and t >= ex[0]):
+        return None
+    at, acc, per = sched
+    if t < at:
+        return None
+    k = int((t - at) / acc)
+    while k > 0 and at + k * acc > t:  # the comparison _serve_lines makes
+        k -= 1
+    k -= k % per  # metrics lines are the multiples of per
+    return serving_gauges(physics.serving_load(node, at + k * acc))
 
 
 def served_requests(scene: Scene, node: str, t: float) -> list[float]:

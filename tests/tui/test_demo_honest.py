@@ -5,6 +5,7 @@ the demo's log shows served."""
 from __future__ import annotations
 
 import argparse
+import re
 
 import pytest
 
@@ -137,9 +138,17 @@ async def test_the_serve_line_counts_the_requests_the_demo_log_shows_served(t):
     finally:
         await node.close()
     app.engine.process([metrics.serving_sample(head, snap, None)])
+    # the gauges too: the log's last `Engine 000: ... Running: N reqs, ... GPU KV cache usage: X%` line
+    last = next(ln for ln in reversed(texts) if "Running: " in ln)
+    running = int(re.search(r"Running: (\d+) reqs", last).group(1))
+    kv = float(re.search(r"GPU KV cache usage: ([\d.]+)%", last).group(1))
     async with app.run_test(size=(200, 50)) as pilot:
         await pilot.pause()
-        assert f"done {shown} " in screen_text(app)
+        text = screen_text(app)
+        assert f"done {shown} " in text
+        m = re.search(r"SERVE ● run (\d+)\s+wait \d+\s+KV (\d+)%", text)
+        assert m, text
+        assert int(m.group(1)) == running and abs(int(m.group(2)) - kv) <= 0.51
 
 
 
