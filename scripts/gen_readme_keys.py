@@ -28,8 +28,11 @@ def table() -> str:
     rows = ["| key | what it does | where |", "|---|---|---|"]
     for e in keymap.entries():
         keys = ", ".join(f"`{keymap.display_key(k)}`" for k in e.key_list)
-        what = e.description + (" (changes a node; hidden with `--read-only`)" if e.mutating else
-                                f" ({e.loads}; refused with `--read-only`)" if e.loads else "")
+        notes = (["changes a node; hidden with `--read-only`"] if e.mutating else
+                 [f"{e.loads}; refused with `--read-only`"] if e.loads else [])
+        if not e.in_demo:
+            notes.append("not in `sparktui demo`: it needs Docker on real nodes")
+        what = e.description + (f" ({'; '.join(notes)})" if notes else "")
         rows.append(f"| {keys} | {what.replace('|', chr(92) + '|')} | {WHERE.get(e.scope, e.scope)} |")
     return "\n".join(rows)
 

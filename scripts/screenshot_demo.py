@@ -36,7 +36,7 @@ async def shoot(scenario: str, at: float) -> str:
     engine.process(sim.events_until(at))
     nodes = lambda: {n.name: sim.node(n.name) for n in config.nodes}  # noqa: E731
     app = SparkApp(engine, nodes=nodes, live=False, clock=lambda: DEMO_EPOCH + at,
-                   subtitle=f"demo · {scenario}")
+                   subtitle=f"demo · {scenario}", demo=True)  # as `sparktui demo` shows it
     async with app.run_test(size=SIZE) as pilot:
         app.refresh_now()
         await pilot.pause()

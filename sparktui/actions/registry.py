@@ -29,6 +29,13 @@ class ActionEntry:
     # what it does that an observer must not start although no node changes ('' for nothing): refused in
     # read-only like a mutating action, with this as the reason
     loads: str = ""
+    # False: the demo (`sparktui demo`) does not offer it: it needs a Docker Engine on real nodes, which the
+    # sim cluster has not, and a failure of it there would be the demo's invention, not the cluster's
+    in_demo: bool = True
+
+    def demo_refusal(self) -> str:
+        """Why the demo does not offer this action ('' when it does)."""
+        return "" if self.in_demo else demo_refusal(self.name)
 
     def read_only_refusal(self) -> str:
         """Why read-only mode refuses this action ('' when it may run there)."""
@@ -44,14 +51,24 @@ def read_only_refusal(name: str, mutating: bool, loads: str) -> str:
     return ""
 
 
+def demo_refusal(name: str) -> str:
+    """The one sentence every face says for an action the demo does not offer."""
+    return (f"{name}: not in the demo (it needs Docker on real nodes: run `sparktui` with a cluster config "
+            "or the test bed)")
+
+
 BUILT_IN: tuple[ActionEntry, ...] = (
     ActionEntry("doctor", "Doctor: preflight checks", "sparktui.actions.doctor", "DoctorAction", False, "d",
-                loads="starts probe containers on the nodes"),
-    ActionEntry("validate", "Validate image + model on one node", "sparktui.actions.validate", "ValidateAction", True, "v"),
-    ActionEntry("build-image", "Build the hybrid image", "sparktui.actions.image", "BuildImageAction", True, "b"),
-    ActionEntry("push-image", "Push the image node-to-node", "sparktui.actions.push", "PushImageAction", True, "p"),
-    ActionEntry("launch", "Launch the cluster", "sparktui.actions.launch", "LaunchAction", True, "l"),
-    ActionEntry("stop", "Stop the cluster on every node", "sparktui.actions.stop", "StopAction", True, "x"),
+                loads="starts probe containers on the nodes", in_demo=False),
+    ActionEntry("validate", "Validate image + model on one node", "sparktui.actions.validate", "ValidateAction", True, "v",
+                in_demo=False),
+    ActionEntry("build-image", "Build the hybrid image", "sparktui.actions.image", "BuildImageAction", True, "b",
+                in_demo=False),
+    ActionEntry("push-image", "Push the image node-to-node", "sparktui.actions.push", "PushImageAction", True, "p",
+                in_demo=False),
+    ActionEntry("launch", "Launch the cluster", "sparktui.actions.launch", "LaunchAction", True, "l", in_demo=False),
+    ActionEntry("stop", "Stop the cluster on every node", "sparktui.actions.stop", "StopAction", True, "x",
+                in_demo=False),
     ActionEntry("prompt", "Test prompt through the API", "sparktui.actions.prompt", "PromptAction", False, "P"),
     ActionEntry("investigate", "Investigate an NCCL hang", "sparktui.actions.investigate", "InvestigateAction", False,
                 "i"),

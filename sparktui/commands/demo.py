@@ -29,4 +29,5 @@ def run(args) -> int:
     serving = ServingSource(sim.node(config.head.name), config.cluster.serve_host, config.cluster.serve_port)
     engine = make_engine(config, [*sim.sources(), serving], "demo", {"scenario": scenario, "speed": speed}, offload=True)
     nodes = lambda: {n.name: sim.node(n.name) for n in config.nodes}  # noqa: E731
-    return run_app(engine, args, nodes=nodes, subtitle=f"demo · {scenario}" + (f" · ×{speed:g}" if speed != 1 else ""))
+    return run_app(engine, args, nodes=nodes, subtitle=f"demo · {scenario}" + (f" · ×{speed:g}" if speed != 1 else ""),
+                   demo=True)

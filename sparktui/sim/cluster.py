@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -47,6 +48,10 @@ class SimCluster:
         self._live_scene: Scene | None = None
         self._mono0: float | None = None
         self._nodes: dict[str, "SimNode"] = {}
+        # container log lines the in-process API server wrote (sim/serving.py), per node, until its live
+        # source emits them; appended by the server's handler threads
+        self._played: dict[str, list[tuple[float, str]]] = {}
+        self._played_lock = threading.Lock()
 
     # ------------------------------------------------------------------ clock
     def _anchor(self) -> None:
@@ -82,6 +87,15 @@ class SimCluster:
         if spec is None:
             raise KeyError(f"no sim node {name!r} (nodes: {', '.join(self.node_names)})")
         return NodeTimeline(scene, spec, self.config.cluster.image)
+
+    def play_line(self, node: str, text: str) -> None:
+        """A line the node's cluster container logs now (its API server answered a request)."""
+        with self._played_lock:
+            self._played.setdefault(node, []).append((self.now_t(), text))
+
+    def take_played(self, node: str) -> list[tuple[float, str]]:
+        with self._played_lock:
+            return self._played.pop(node, [])
 
     # ------------------------------------------------------------------ API
     def sources(self) -> list["SimSource"]:
@@ -146,6 +160,9 @@ class SimSource:
                 for ev in tl.advance(k * QUANTUM):
                     emit(ev)
                 k += 1
+            played = cl.take_played(self.node_name)
+            if played:
+                emit(tl.played_batch(played))
             await asyncio.sleep(self.tick)
 
     async def close(self) -> None:

@@ -12,12 +12,18 @@ What the timeline says decides what the server does, checked on every request:
   EngineDeadError answers);
 - `stall` / `spin` (a collective that never completes): requests hang (stand-in's desync).
 
+The requests the scripted log shows served (its `POST /v1/chat/completions ... 200 OK` lines,
+``timeline.served_requests``) are counted by the server as if it had answered them, before every
+request it answers, and the gauges (requests running, KV use) of its last metrics line are reported
+beside the server's own: /metrics (the SERVE line) and the log tell one story.
+
 The reasoning field names follow the scenario's vLLM version (``reasoning_fields``).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 import socket
 import threading
@@ -28,6 +34,7 @@ from typing import TYPE_CHECKING
 from ..nodes.base import NodeError
 from . import physics
 from .script import VLLM_VERSION
+from .timeline import QUANTUM, scripted_gauges, served_requests, serve_schedule
 from .standin_http import Engine, make_handler
 
 if TYPE_CHECKING:
@@ -64,14 +71,20 @@ def reasoning_fields(version: str) -> str:
 
 
 class _QuietLog:
-    """The Engine's log sink: the demo's container log is scripted (timeline.py), not live."""
+    """The Engine's log sink: the demo's container log is scripted (timeline.py); of what the server
+    logs only the access lines of the requests it answers (a prompt, a load test) join it, through
+    ``played`` (the node's live source), with the scripted lines' pid.  Its own /metrics and /health
+    GETs (the scrape every few seconds) are left out, as the scripted log leaves them out."""
 
-    def __init__(self, version: str) -> None:
+    def __init__(self, version: str, played=None) -> None:
         self.vars = {"vllm_version": version}
         self.blocks: dict = {"blocks": {}, "standin": {}}
+        self.played = played
 
     def line(self, text: str) -> None:
         log.debug("sim api: %s", text)
+        if self.played is not None and '"POST ' in text:
+            self.played(re.sub(r"^\(APIServer pid=\d+\)", "(APIServer pid=1)", text))
 
     def block(self, *a, **kw) -> None:
         return None
@@ -137,6 +150,7 @@ class SimServer:
         self.engine: Engine | None = None
         self.lock = threading.RLock()  # ensure() may stop a server inline
         self.closed = False
+        self.scripted = 0  # scripted requests the running engine has counted (play_scripted)
 
     # ------------------------------------------------------------------ what the timeline says
     def state(self) -> str:
@@ -177,6 +191,33 @@ class SimServer:
                 threading.Thread(target=self._stop, name="sim-api-stop", daemon=True).start()
         return st
 
+    def play_scripted(self) -> int:
+        """Count into the engine the requests the scripted log has shown served by now (the log's time:
+        the live sources emit whole quanta); the number counted so far."""
+        node = self.node
+        scene = node.cluster.scene
+        with self.lock:
+            eng = self.engine
+            if eng is None:
+                return 0
+            t = math.floor(node.now_t() / QUANTUM + 1e-9) * QUANTUM
+            times = served_requests(scene, node.name, t)
+            sched = serve_schedule(scene, node.name)
+            if sched is not None and len(times) > self.scripted:
+                _, acc, per = sched
+                span = acc * per / max(1, per - 1)  # seconds of traffic each scripted request stands for
+                for at in times[self.scripted:]:
+                    # tokens at the rates the log's `Avg ... throughput` lines print (timeline._serve_lines)
+                    ld = physics.serving_load(node.name, at)
+                    eng.count(round(ld * 1850 * span), round(ld * 62 * span), "stop")
+            self.scripted = max(self.scripted, len(times))
+            # a hung or dead engine runs nothing of the script's: its gauges are the server's own
+            gauges = scripted_gauges(scene, node.name, t) if self.state() == "up" else None
+            with eng.lock:
+                eng.scripted_running = gauges[0] if gauges else 0
+                eng.scripted_kv = gauges[1] / 100 if gauges else 0.0
+            return self.scripted
+
     # ------------------------------------------------------------------ lifecycle
     def ensure(self) -> int:
         """The port on 127.0.0.1 the API server listens on; NodeError when none listens now."""
@@ -201,7 +242,7 @@ class SimServer:
         model = cl.served_model or cl.model_mount or cl.model_path or "/models/model"  # as script.py's serve args
         args = SimpleNamespace(model_tag=model, served_model_name=None, max_model_len=cl.max_model_len or 32768,
                                api_key=None, reasoning_parser=scene.params.get("reasoning_parser", "qwen3"))
-        engine = Engine(args, _QuietLog(version), "", fields=reasoning_fields(version), fault_after=1)
+        engine = Engine(args, _QuietLog(version, lambda text: node.cluster.play_line(node.name, text)), "", fields=reasoning_fields(version), fault_after=1)
         engine.exit = lambda code: self._engine_exit()
         base = make_handler(engine)
         sim = self
@@ -214,12 +255,14 @@ class SimServer:
                 if sim.sync() == "down":
                     self.close_connection = True
                     return
+                sim.play_scripted()
                 super().handle_one_request()
 
         httpd = _Server(("127.0.0.1", 0), Handler)
         th = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
                               name=f"sim-api-{node.name}", daemon=True)
         self.engine, self.httpd, self.thread = engine, httpd, th
+        self.scripted = 0  # a fresh engine counts the scripted requests from the start of the log
         self.sync()
         th.start()
 

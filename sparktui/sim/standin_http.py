@@ -93,6 +93,10 @@ class Engine:
         self.fields = fields or os.environ.get("SPARKTUI_STANDIN_REASONING_FIELDS", "both")
         self.fault_after = int(os.environ.get("SPARKTUI_STANDIN_FAULT_AFTER", "1")) if fault_after is None else fault_after
         self.exit = os._exit  # how a fatal fault ends the server
+        # the demo's scripted traffic (sim/serving.py): requests running and KV use its log's last
+        # metrics line printed, reported beside this server's own
+        self.scripted_running = 0
+        self.scripted_kv = 0.0
 
     def answer(self, messages: list, max_tokens: int | None, thinking: bool) -> tuple[str | None, str | None, str, int]:
         """(reasoning, content, finish_reason, prompt_tokens): deterministic from the prompt."""
@@ -161,10 +165,10 @@ class Engine:
 
         with self.lock:
             fam("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
-                [(lab(), self.running)])
+                [(lab(), self.running + self.scripted_running)])
             fam("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", [(lab(), 0)])
             fam("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
-                [(lab(), 0.01 * self.running)])
+                [(lab(), min(1.0, 0.01 * self.running + self.scripted_kv))])
             counter("vllm:prompt_tokens", "Number of prefill tokens processed.", [(lab(), self.prompt_tokens)])
             counter("vllm:generation_tokens", "Number of generation tokens processed.", [(lab(), self.gen_tokens)])
             counter("vllm:request_success", "Count of successfully processed requests.",

@@ -146,16 +146,18 @@ class NodeTimeline:
         ts = self.scene.epoch(ln.t)
         return LogLine(node=self.spec.name, source=ln.source, text=ln.text, ts=ts, seq=seq, raw_ts=rfc3339_ns(ts))
 
+    def played_batch(self, lines: list[tuple[float, str]]) -> LogBatch:
+        """Lines the node's API server wrote at times ``lines[i][0]`` (sim/serving.py), as the cluster
+        container's log: numbered after the scripted lines emitted so far."""
+        out = tuple(self._line(ScriptLine(t, self.spec.container, text)) for t, text in lines)
+        return LogBatch(node=self.spec.name, source=self.spec.container, lines=out, ts=out[-1].ts)
+
     def _serve_lines(self, t1: float) -> list[ScriptLine]:
-        sv = self.scene.serve
-        if sv is None or sv[0] != self.spec.name:
+        sched = serve_schedule(self.scene, self.spec.name)
+        if sched is None:
             return []
-        at = sv[1]
-        every = float(self.scene.params.get("serve_every", 10.0))
-        acc = float(self.scene.params.get("access_every", 2.5))
+        at, acc, per = sched
         out = []
-        # index k walks a merged schedule: one metrics line per `every`, access lines between
-        per = max(1, int(every / acc))
         while True:
             k = self._serve_k
             t = at + k * acc
@@ -164,11 +166,12 @@ class NodeTimeline:
             self._serve_k += 1
             r = physics._rng(self.spec.name, t, "serve")
             vals = {"apipid": 1, "vts": vts(self.scene.epoch(t)), "client_port": 40000 + r.randrange(20000)}
-            if k % per == 0:
+            if not is_access(k, per):
                 ld = physics.serving_load(self.spec.name, t)
+                running, kv_pct = serving_gauges(ld)
                 vals.update(prompt_tps=f"{ld * 1850 * r.uniform(0.8, 1.2):.1f}",
-                            gen_tps=f"{ld * 62 * r.uniform(0.9, 1.1):.1f}", running=max(1, round(ld * 4)),
-                            kv_usage=f"{ld * 9.5:.1f}", prefix_hit=f"{30 + 40 * r.random():.1f}")
+                            gen_tps=f"{ld * 62 * r.uniform(0.9, 1.1):.1f}", running=running,
+                            kv_usage=f"{kv_pct:.1f}", prefix_hit=f"{30 + 40 * r.random():.1f}")
                 text = string.Template(block_lines("serve_metrics")[0]).substitute(vals)
             else:
                 text = string.Template(block_lines("serve_access")[0]).substitute(vals)
@@ -226,6 +229,65 @@ class NodeTimeline:
         self.t = t1
         items.sort(key=lambda it: (it[0], it[1]))
         return [ev for _, _, ev in items]
+
+
+def serve_schedule(scene: Scene, node: str) -> tuple[float, float, int] | None:
+    """(first line's time, seconds between lines, lines per metrics line) of ``node``'s scripted serving
+    log, None when it does not serve.  Index k walks a merged schedule: line k is at ``at + k * acc``, a
+    metrics line every ``per`` lines (one per `serve_every`), access lines between."""
+    sv = scene.serve
+    if sv is None or sv[0] != node:
+        return None
+    every = float(scene.params.get("serve_every", 10.0))
+    acc = float(scene.params.get("access_every", 2.5))
+    return sv[1], acc, max(1, int(every / acc))
+
+
+def is_access(k: int, per: int) -> bool:
+    """Line k of the serving schedule is a request's access line (else the periodic metrics line)."""
+    return k % per != 0
+
+
+def serving_gauges(load: float) -> tuple[int, float]:
+    """(requests running, KV cache usage in percent) a scripted metrics line prints at ``load``."""
+    return max(1, round(load * 4)), load * 9.5
+
+
+def scripted_gauges(scene: Scene, node: str, t: float) -> tuple[int, float] | None:
+    """The gauges of the last metrics line ``node``'s scripted log printed by ``t`` (None before the
+    first): what the stand-in API's /metrics reports beside the requests it answers itself."""
+    sched = serve_schedule(scene, node)
+    ex = scene.exits.get(node)
+    if sched is None or (ex is not None and t >= ex[0]):
+        return None
+    at, acc, per = sched
+    if t < at:
+        return None
+    k = int((t - at) / acc)
+    while k > 0 and at + k * acc > t:  # the comparison _serve_lines makes
+        k -= 1
+    k -= k % per  # metrics lines are the multiples of per
+    return serving_gauges(physics.serving_load(node, at + k * acc))
+
+
+def served_requests(scene: Scene, node: str, t: float) -> list[float]:
+    """The times of the requests ``node``'s scripted log has shown served ("POST ... 200 OK") by simulated
+    time ``t``: the same schedule as NodeTimeline._serve_lines, so the stand-in API's counters
+    (sim/serving.py) and the log agree (the SERVE line reads the former)."""
+    sched = serve_schedule(scene, node)
+    if sched is None:
+        return []
+    at, acc, per = sched
+    ex = scene.exits.get(node)
+    if ex is not None:
+        t = min(t, ex[0])  # the log stops at the exit (advance drops later lines)
+    out = []
+    k = 0
+    while at + k * acc <= t:  # the comparison _serve_lines makes, so both agree at the boundary
+        if is_access(k, per):
+            out.append(at + k * acc)
+        k += 1
+    return out
 
 
 def _multiples(t0: float, t1: float, step: float, skip_zero: bool = False) -> list[float]:

@@ -70,12 +70,15 @@ class SparkApp(App[int]):
         subtitle: str = "",
         exit_after_first_paint: bool = False,
         timeline: Any = None,
+        demo: bool = False,
     ) -> None:
         super().__init__()
         self.engine = engine
         self._nodes_factory = nodes
         self._action_nodes: Mapping[str, Node] | None = None
         self.read_only = read_only
+        # `sparktui demo`: the guided actions the registry marks in_demo=False are shown but not offered
+        self.demo = demo
         self.theme_name = theme or DEFAULT_THEME
         self.clock = clock
         self.live = live
@@ -368,7 +371,8 @@ class SparkApp(App[int]):
     # ------------------------------------------------------------------ actions (registry: scope "app")
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(self.read_only, self._keys_by_id(), len(self.engine.config.nodes)))
+            self.push_screen(HelpScreen(self.read_only, self._keys_by_id(), len(self.engine.config.nodes),
+                                        demo=self.demo))
 
     def _keys_by_id(self) -> dict[str, str]:
         out = {}
@@ -445,7 +449,19 @@ class SparkApp(App[int]):
         entry = registry.entry(name)
         if entry is None:
             return f"{name}: not in this build"
+        if self.demo and not entry.in_demo:
+            return entry.demo_refusal()
         return entry.read_only_refusal() if self.read_only else ""
+
+    def action_not_offered(self, name: str) -> bool:
+        """A guided action this face shows but does not offer (the demo's Docker actions): dimmed in the
+        footer, marked in help and the palette, its key says why."""
+        entry = registry.entry(name)
+        return self.demo and entry is not None and not entry.in_demo
+
+    def action_guided(self, name: str) -> None:
+        """The palette's way to a guided action the screen does not offer (the demo's): says why."""
+        self.open_action(name)
 
     def on_open_action(self, message: OpenAction) -> None:
         message.stop()

@@ -37,14 +37,15 @@ def make_engine(config: "Config", sources: list, kind: str, extra_meta: dict | N
 
 
 def run_app(engine: "Engine", args: Any, *, nodes: "Callable[[], Mapping[str, Node]] | None", subtitle: str,
-            timeline: Any = None) -> int:
-    """``timeline``: the cluster's shared-timeline writer (live TUI), fed by actions and notes."""
+            timeline: Any = None, demo: bool = False) -> int:
+    """``timeline``: the cluster's shared-timeline writer (live TUI), fed by actions and notes.  ``demo``:
+    the sim cluster of `sparktui demo` (the actions it cannot play are not offered)."""
     from .app import SparkApp, exit_after_first_paint_requested
 
     first_paint = exit_after_first_paint_requested()
     app = SparkApp(engine, nodes=nodes, read_only=bool(getattr(args, "read_only", False)),
                    theme=getattr(args, "theme", None), subtitle=subtitle, exit_after_first_paint=first_paint,
-                   timeline=timeline)
+                   timeline=timeline, demo=demo)
     result = app.run(mouse=not getattr(args, "no_mouse", False))
     if first_paint and app.first_paint_at and app.first_paint_at > 0:
         print(f"sparktui-first-paint={app.first_paint_at:.6f}", file=sys.stderr, flush=True)

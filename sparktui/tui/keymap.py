@@ -32,6 +32,7 @@ class Entry:
     priority: bool = False
     mutating: bool = False  # guided actions that change a node
     loads: str = ""  # what a guided action does that read-only mode refuses (registry.ActionEntry.loads)
+    in_demo: bool = True  # False: a guided action the demo does not offer (registry.ActionEntry.in_demo)
     label: str = ""  # short footer label
     display: str | None = None  # footer key display
 
@@ -71,7 +72,8 @@ def entries() -> tuple[Entry, ...]:
         # in the footer: the guided actions are what a newcomer looks for first
         out.append(Entry(id=f"action-{ae.name}", keys=ae.key, action=f"guided('{ae.name}')",
                          description=ae.title, scope="main", palette="action", show=True,
-                         mutating=ae.mutating, loads=ae.loads, label=footer_label(ae.name)))
+                         mutating=ae.mutating, loads=ae.loads, in_demo=ae.in_demo,
+                         label=footer_label(ae.name)))
     for e in out:
         bad = FORBIDDEN_KEYS.intersection(e.key_list)
         if bad:

@@ -25,18 +25,28 @@ class SparkCommands(Provider):
         for e in keymap.entries():
             if not e.palette:
                 continue
-            if e.id.startswith("action-") and not app.action_allowed(e.id[len("action-"):]):
-                continue  # hidden when read-only (mutating) or when there is no node to act on
+            title, target_action = f"{e.palette}: {e.description}", e.action
+            if e.id.startswith("action-"):
+                name = e.id[len("action-"):]
+                if app.action_not_offered(name):  # listed, marked; chosen, it says why (the app's guided)
+                    out.append((f"{title} (not in the demo)", f"key {self._keys(e)} · not in the demo",
+                                f"app.guided({name!r})"))
+                    continue
+                if not app.action_allowed(name):
+                    continue  # hidden when read-only (mutating) or when there is no node to act on
             if e.scope not in ("app", "main") and getattr(self.screen, "binding_scope", "") != e.scope:
                 continue  # a panel's own keys (the findings panel's `a`): offered while it is open
             target = "app." if e.scope == "app" else "screen."
-            keys = ", ".join(keymap.display_key(k) for k in e.key_list)
-            out.append((f"{e.palette}: {e.description}", f"key {keys}", target + e.action))
+            out.append((title, f"key {self._keys(e)}", target + target_action))
         for i, n in enumerate(app.engine.config.nodes):
             out.append((f"node: {n.name}", f"show node {n.name} (key {i + 1})", f"screen.select_node({i})"))
             for src in app.engine.logs.sources(n.name):
                 out.append((f"node: {n.name} log {src}", "show this log", f"app.show_log({i}, {src!r})"))
         return out
+
+    @staticmethod
+    def _keys(e: keymap.Entry) -> str:
+        return ", ".join(keymap.display_key(k) for k in e.key_list)
 
     async def discover(self) -> Hits:
         for title, help_text, action in self._commands():

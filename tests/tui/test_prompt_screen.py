@@ -155,8 +155,8 @@ async def test_the_demo_serves_metrics_and_a_prompt_moves_them(_state):
         screen = app.screen
         await pilot.press(*"hello demo", "enter")
         await wait_for(pilot, lambda: screen.answer is not None, "the answer", rounds=3000)
+        # at least by one: the scripted requests the log shows meanwhile count too (test_demo_honest.py)
         await wait_for(pilot, lambda: (served() or 0) >= before + 1, "the counter to move", rounds=5000)
-        assert served() == before + 1
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, PromptScreen), "back to the panes")
         await wait_for(pilot, lambda: "done" in screen_text(app) or "finished" in screen_text(app), "the pane",

@@ -251,14 +251,16 @@ class MainScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "guided" and parameters:
+            if self.app.action_not_offered(str(parameters[0])):
+                return None  # shown dimmed (the demo's Docker actions); its key says why (on_key)
             return self.app.action_allowed(str(parameters[0]))
         if action == "select_node" and parameters:  # no "Node 3" key (nor its keys panel row) on a pair
             return isinstance(parameters[0], int) and parameters[0] < len(self.app.engine.config.nodes)
         return True
 
     def on_key(self, event: events.Key) -> None:
-        """A refused guided action's key says why: its binding is hidden (check_action), and Textual
-        would drop the key without a word."""
+        """A refused guided action's key says why: its binding is hidden or dimmed (check_action), and
+        Textual would drop the key without a word."""
         if isinstance(self.focused, Input):  # typing into the filter
             return
         keys = self.app._keys_by_id()
