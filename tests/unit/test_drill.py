@@ -209,3 +209,48 @@ def test_the_ci_bed_and_non_loopback_networks_are_refused():
     with pytest.raises(ValueError, match="loopback"):
         DrillBed(Path("/tmp/drill-x"), "10.0.0", keep=True)
     assert DrillBed(Path("/tmp/drill-x"), "127.78.1", keep=False).env["SPARKTUI_TESTBED_NET"] == "127.78.1"
+
+
+def test_a_drill_config_is_the_beds_cut_to_two_nodes_with_its_faults_env(tmp_path):
+    """The bed's cluster.toml in its real shape (scripts/testbed + the real-vllm scenario's keys)."""
+    from drill_lib.run import DrillBed
+    from sparktui.actions.cluster_plan import pinned_env, plan_cluster
+    from sparktui.config import load_config
+
+    nodes = "".join(f'''
+[[node]]
+name = "spark{i}"
+backend = "ssh"
+host = "127.78.9.{i + 1}"
+port = 22
+user = "root"
+fabric_ip = "127.78.9.{i + 1}"
+fabric_if = "lo"
+role = "{'head' if i == 1 else 'worker'}"
+''' for i in (1, 2, 3))
+    (tmp_path / "cluster.toml").write_text(
+        '[cluster]\nname = "tiny_vllm"\nimage = "vllm-cpu"\ntensor_parallel = 3\nexecutor = "mp"\n'
+        '[cluster.env]\nVLLM_CPU_KVCACHE_SPACE = "1"\n[cluster.add_architectures]\nNewArch = ["m", "C"]\n' + nodes)
+    bed = DrillBed(tmp_path, "127.78.9", keep=True)
+    cfg = bed.write_config(tmp_path / "d.toml", "drill_x", {"spark2": {"GLOO_SOCKET_IFNAME": "ifb0"}},
+                           serve_port=18000, env={"EXTRA": "1"})
+    c = load_config(cfg)
+    assert [n.name for n in c.nodes] == ["spark1", "spark2"] and c.cluster.tensor_parallel == 2
+    assert c.cluster.name == "drill_x" and c.cluster.serve_port == 18000
+    assert dict(c.cluster.env) == {"VLLM_CPU_KVCACHE_SPACE": "1", "EXTRA": "1"}
+    spark2 = c.nodes[1]
+    assert dict(spark2.env) == {"GLOO_SOCKET_IFNAME": "ifb0"} and dict(c.nodes[0].env) == {}
+    # the bed pins every rank to lo; the node's own env wins in the launch plan
+    assert pinned_env(c, spark2, "127.78.9.3", "127.78.9.2")["GLOO_SOCKET_IFNAME"] == "lo"
+    plans = plan_cluster(c).nodes
+    assert [dict(p.env)["GLOO_SOCKET_IFNAME"] for p in plans] == ["lo", "ifb0"]
+
+
+def test_the_wrong_interface_is_one_that_exists_without_an_ipv4_address():
+    from drill_lib.run import pick_unaddressed
+
+    links = ("1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536\n2: ifb0: <BROADCAST,NOARP> mtu 1500\n"
+             "3: eth0@if7: <BROADCAST,UP> mtu 1500\n")
+    addrs = "1: lo    inet 127.0.0.1/8 scope host lo\n3: eth0    inet 10.1.2.3/24 brd 10.1.2.255 scope global eth0\n"
+    assert pick_unaddressed(links, addrs) == "ifb0"
+    assert pick_unaddressed(links.replace("ifb0", "lo"), addrs) is None
