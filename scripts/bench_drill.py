@@ -1,7 +1,7 @@
 """`scripts/bench drill`: the incident drills (scripts/drill) as bench rows, one per drill (seconds
 from the fault to the right finding ranked first) and the budgets over them (issue 29).
 
-Needs root and the real-vLLM test bed.  SPARKTUI_DRILL_BED (and _NET) reuse one bed; SPARKTUI_DRILLS
+Runs only when named (`scripts/bench drill`); needs root and the real-vLLM test bed.  SPARKTUI_DRILL_BED (and _NET) reuse one bed; SPARKTUI_DRILLS
 names the drills (default: all); SPARKTUI_DRILL_MINUTES shortens the healthy drill (default 10).
 """
 
@@ -18,6 +18,9 @@ from drill_lib.table import BUDGET_S, MEDIAN_BUDGET_S  # noqa: E402
 
 
 def main(args: list[str]) -> list[dict]:
+    if "drill" not in args:  # a bed per drill, an hour in all: only when named (`scripts/bench drill`)
+        return [{"what": "drills: skipped (run `scripts/bench drill`)", "value": None, "unit": "", "budget": "-",
+                 "ok": None}]
     if os.geteuid() != 0:
         return [{"what": "drills: need root (the real-vLLM test bed)", "value": None, "unit": "", "budget": "-",
                  "ok": None}]

@@ -206,7 +206,7 @@ class Ctx:
             await asyncio.sleep(0.5)
 
 
-async def run_plan(cfg: Path, plan: list[tuple[str, float]], on_load=None) -> None:
+async def run_plan(cfg: Path, plan: list[tuple[str, float]]) -> None:
     """Mixed load (measure.healthy_plan): load tests, prompts, idle; a failed request fails the drill."""
     for kind, amount in plan:
         if kind == "load":
@@ -433,11 +433,12 @@ async def run_drill(bed: DrillBed, drill: Drill, workdir: Path, minutes: float |
                                                                        "summary": doc.get("summary", "")[:200]})
             except asyncio.TimeoutError:
                 res.outcomes["action"] = Outcome("action", why=f"{ctx.action_name} still running after 300 s")
-        res.outcomes["engine"] = evaluate(rec.samples, fault_t, drill.expected, drill.budget_s, rec.errors)
         if status:
             res.outcomes["status"] = await status
         if drill.investigate:
             res.outcomes["investigate"] = await _investigate(ctx, fault_t)
+        # judged last: a healthy drill's cry-wolf raised while status and investigate ran counts too
+        res.outcomes["engine"] = evaluate(rec.samples, fault_t, drill.expected, drill.budget_s, rec.errors)
     except DrillError as exc:
         res.error = str(exc)
     except Exception as exc:  # a drill's crash is its result, in one line; the others still run

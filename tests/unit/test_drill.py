@@ -254,3 +254,13 @@ def test_the_wrong_interface_is_one_that_exists_without_an_ipv4_address():
     addrs = "1: lo    inet 127.0.0.1/8 scope host lo\n3: eth0    inet 10.1.2.3/24 brd 10.1.2.255 scope global eth0\n"
     assert pick_unaddressed(links, addrs) == "ifb0"
     assert pick_unaddressed(links.replace("ifb0", "lo"), addrs) is None
+
+
+def test_bench_runs_the_drills_only_when_named():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_drill", ROOT / "scripts" / "bench_drill.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = mod.main([])  # `scripts/bench` with no names runs every bench: not an hour of beds
+    assert len(rows) == 1 and "skipped" in rows[0]["what"] and rows[0]["ok"] is None
