@@ -236,12 +236,15 @@ def budgets(results: list[DrillResult], median_budget: float, max_budget: float)
 
 
 def table(results: list[DrillResult]) -> str:
+    """One row a drill: the answer of the channel that counts (``verdict``); the false alarms are the
+    engine's (what the TUI ranked first before the right finding), else that channel's."""
     rows = [("drill", "expected id", "got", "s to verdict", "false alarms", "ok")]
     for r in results:
         v = r.verdict
+        alarms = (r.outcomes.get("engine") or v or Outcome("")).false_alarms
         rows.append((r.drill, "/".join(r.expected) or "(healthy)", (v.got if v else None) or "-",
                      f"{v.seconds:.1f}" if v and v.seconds is not None else "-",
-                     ",".join(v.false_alarms) if v and v.false_alarms else "0",
+                     ",".join(alarms) if alarms else "0",
                      "ok" if r.ok else "FAIL: " + r.why))
     w = [max(len(row[i]) for row in rows) for i in range(5)]
     return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(row[:5])) + "  " + row[5] for row in rows)

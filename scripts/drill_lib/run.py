@@ -323,8 +323,8 @@ async def _sshd_stopped(ctx: Ctx) -> float:
             raise DrillError("the launch never had both containers running (nothing to cut off)")
         await asyncio.sleep(0.5)
     t = time.monotonic()
+    ctx.undo.append(lambda: ctx.bed.ctl("start_sshd", "spark2"))  # first: a half-done stop is undone too
     ctx.bed.ctl("stop_sshd", "spark2")
-    ctx.undo.append(lambda: ctx.bed.ctl("start_sshd", "spark2"))
     return t
 
 
@@ -342,7 +342,6 @@ async def _restart_dockerd(ctx: Ctx) -> float:
 
 async def _disk_full(ctx: Ctx) -> float:
     data = ctx.bed.dir / "nodes" / "spark2" / "docker" / "data"
-    ctx.bed.ctl("stop_dockerd", "spark2")
 
     def restore() -> None:  # spark2's own data root back, whatever happened
         ctx.bed.ctl("stop_dockerd", "spark2")
@@ -351,6 +350,7 @@ async def _disk_full(ctx: Ctx) -> float:
         ctx.bed.ctl("start_dockerd", "spark2")
 
     ctx.undo.append(restore)
+    ctx.bed.ctl("stop_dockerd", "spark2")
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(data)], capture_output=True, text=True)
     if r.returncode != 0:
         raise DrillError(f"tmpfs on spark2's data root: {one_line(r.stderr)}")

@@ -264,3 +264,11 @@ def test_bench_runs_the_drills_only_when_named():
     spec.loader.exec_module(mod)
     rows = mod.main([])  # `scripts/bench` with no names runs every bench: not an hour of beds
     assert len(rows) == 1 and "skipped" in rows[0]["what"] and rows[0]["ok"] is None
+
+
+def test_the_table_shows_the_engines_false_alarms_when_a_cli_gives_the_verdict():
+    act = Outcome("action", got="kv_cache_oom", seconds=31.0, ok=True)
+    eng = Outcome("engine", got="kv_cache_oom", seconds=33.0, ok=True, false_alarms=["engine_dead"])
+    r = DrillResult("kv-too-big", ("kv_cache_oom",), {"action": act, "engine": eng}, must=("action",))
+    row = render([r]).splitlines()[1].split()
+    assert row[:5] == ["kv-too-big", "kv_cache_oom", "kv_cache_oom", "31.0", "engine_dead"] and row[5] == "ok"
