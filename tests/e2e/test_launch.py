@@ -41,6 +41,11 @@ def _until(pred, timeout: float, what: str, every: float = 0.5):
         time.sleep(every)
 
 
+# the suite's healthy window (the drill runs 10 minutes) and the worker-killed budget (issue 29)
+HEALTHY_MINUTES = 0.75
+WORKER_KILLED_S = 5.0
+
+
 def _cluster_containers(bed, name: str, nodes) -> dict[str, list[str]]:
     return {n: [c for c in bed.containers(n) if c == name] for n in nodes}
 
@@ -227,11 +232,18 @@ def test_spark_vllm_docker_launcher_detached(real_vllm_bed, tmp_path):
 
 
 async def test_a_relaunch_resolves_the_previous_findings(real_vllm_bed, tmp_path, e2e):
-    """Issue 29 item 3 on the real vLLM: the headless TUI engine (live sources, the TUI's processors)
-    watches a cluster whose worker is killed while serving; the real logs raise error findings about
-    the cluster's containers; `launch --yes --replace` (another process, as an operator would run it)
-    replaces the containers and reaches ready: every one of those findings is resolved, none is
-    ranked any more, and they are still listed."""
+    """Issue 29 on the real vLLM, one cluster for three checks, watched from before its launch by the
+    headless TUI engine (live sources, the TUI's processors):
+    - healthy (item 4, the drill `healthy-10min` shortened): its start-up (the ranks silent while
+      importing torch), then load tests, prompts and idle (the headless worker silent by design):
+      no error finding raised, nothing ranked first as an alarm;
+    - worker-killed (the drill, on this cluster): the rank-1 container SIGKILLed while idle:
+      worker_died or half_cluster ranked first within 5 s, suspected_hang never ranked first;
+    - item 3: a request then kills the head too (the real logs' error findings about the cluster's
+      containers); `launch --yes --replace` (another process, as an operator would run it) replaces
+      the containers and reaches ready: every one of those findings is resolved, none is ranked any
+      more, and they are still listed.
+    The drill's own measuring (scripts/drill_lib/measure.py) judges the first two."""
     import asyncio
 
     from sparktui.collectors import make_sources
@@ -240,6 +252,11 @@ async def test_a_relaunch_resolves_the_previous_findings(real_vllm_bed, tmp_path
     from sparktui.nodes import make_node
     from sparktui.tui.boot import default_processors
 
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from drill_lib.measure import RankRecorder, evaluate, healthy_plan
+    from drill_lib.run import run_plan
+    from drill_lib.table import by_name
+
     bed = real_vllm_bed
     name, nodes = "tiny_relaunch", ["spark1", "spark2"]
     cfg = bed.write_config(tmp_path / "relaunch.toml", nodes=2, name=name)
@@ -247,10 +264,23 @@ async def test_a_relaunch_resolves_the_previous_findings(real_vllm_bed, tmp_path
     engine = Engine(config, make_sources(config, {n.name: make_node(n) for n in config.nodes}),
                     processors=default_processors())
     watch = e2e.Watcher(engine)
+    rec = RankRecorder(engine)
     await engine.start()
     try:
         await asyncio.to_thread(_launch_ready, bed, cfg)
-        bed.docker("spark2", "kill", name, check=True)
+        # 45 s: a load test, prompts, then idle far past the old 10 s silence timer, ending idle
+        await run_plan(cfg, healthy_plan(HEALTHY_MINUTES))
+        healthy = evaluate(rec.samples, 0.0, (), 0.0, rec.errors)
+        assert healthy.ok, healthy.why
+
+        drill = by_name("worker-killed")
+        fault_t = time.monotonic()
+        bed.docker("spark2", "kill", "-s", "KILL", name, check=True)
+        await rec.until_first(drill.expected, fault_t, WORKER_KILLED_S + 5)
+        killed = evaluate(rec.samples, fault_t, drill.expected, WORKER_KILLED_S, rec.errors)
+        assert killed.ok, killed.why
+        assert "suspected_hang" not in [s.id for s in rec.samples]
+
         with pytest.raises(Exception):  # the head finds out at its next collective, and dies
             await asyncio.to_thread(_chat, _port(cfg))
 
