@@ -8,6 +8,7 @@ stall detector's alarm (a ``suspected_hang`` FindingRaised fed back to us) runs 
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import replace
 from typing import Iterable
@@ -38,6 +39,9 @@ from .ranking import GENERIC_IDS, rank_findings
 HANG_IDS = frozenset({"nccl_init_hang", "suspected_hang"})
 # milestones that say the service was up and answering
 SERVING_MILESTONES = frozenset({"api_ready", "first_prompt"})
+# a rank announcing itself as it enters torch.distributed's rendezvous (vLLM's parallel_state line,
+# and "rank=R ... world_size=W" in the other order): world size and rank
+_RDZV_RANK = re.compile(r"\bworld_size=(?P<w>\d+),? rank=(?P<r>\d+)\b|\brank=(?P<r2>\d+),? world_size=(?P<w2>\d+)\b")
 
 
 def _wrap(items: Iterable[Finding | Milestone]) -> list[Event]:
@@ -135,6 +139,7 @@ class Diagnoser:
         out.extend(self._cross_rank())  # first: its findings name the lagging rank
         for sc in self.scanners.values():
             out.extend(sc.finish())
+        self._rendezvous_absent()
         self._shutdown_context()
         self._served_after()
         out.extend(self._last_words())
@@ -226,6 +231,36 @@ class Diagnoser:
                 if req is not None:
                     sc.findings[k] = replace(f, severity="info",
                                              title=f"{f.title} (after a shutdown request, line {req[0]})")
+
+    def _rendezvous_absent(self) -> None:
+        """Every log of the input stops in torch.distributed's rendezvous (end_phases.toml): the
+        world size and ranks they announced there name the ranks that never joined.  Proven (an
+        error) when two or more logs say so; one log alone may be one node's share (a warning)."""
+        stopped = {k: f for k, sc in self.scanners.items() for f in sc.findings
+                   if f.id == "rendezvous_timeout" and f.severity == "warning"}
+        if not stopped or len(stopped) != len(self.scanners):
+            return  # a log that went on (or says something else) may hold the ranks not seen here
+        worlds: dict[int, set[int]] = {}
+        for sc in self.scanners.values():
+            for _, t in sc.window:
+                m = _RDZV_RANK.search(t)
+                if m is not None:
+                    worlds.setdefault(int(m["w"] or m["w2"]), set()).add(int(m["r"] or m["r2"]))
+        if len(worlds) != 1:
+            return  # no world size announced, or several groups: no one count to compare
+        (w, ranks), = worlds.items()
+        absent = sorted(set(range(w)) - ranks)
+        if w < 2 or not absent:
+            return
+        names = ", ".join(map(str, absent[:8])) + (", ..." if len(absent) > 8 else "")
+        for k, f in stopped.items():
+            sc = self.scanners[k]
+            i = sc.findings.index(f)
+            sc.findings[i] = replace(
+                f, severity="error" if len(stopped) >= 2 else "warning",
+                title=f"Rank(s) {names} of {w} never joined the rendezvous",
+                evidence=(f"world size {w}; ranks {', '.join(map(str, sorted(ranks)))} entered the rendezvous, "
+                          f"rank(s) {names} never appear", *f.evidence))
 
     def _served_after(self) -> None:
         """An exception nothing recognises, printed before the same source was serving (the API came

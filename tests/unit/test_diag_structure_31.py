@@ -233,3 +233,48 @@ def test_a_failure_the_server_went_on_past_is_no_failure():
              "(APIServer pid=1) INFO 03-27 10:05:12 [api_server.py:1880] Starting vLLM API server 0 on http://0.0.0.0:8000",
              "INFO:     Application startup complete."]
     assert _errors(lines) == []
+
+
+# ----------------------------------------------------------------------------- the rank that never joined the rendezvous
+# vLLM's parallel_state line (the format of held-in vLLM excerpts): each rank announces world size
+# and rank, then blocks in init_process_group until every rank has joined the store
+
+_ENGINE = "INFO 08-31 09:50:40 llm_engine.py:174] Initializing an LLM engine (v0.5.4) with config: model='m'"
+
+
+def _rdzv(rank, world=4, pid=""):
+    return (f"{pid}DEBUG 08-31 09:50:46 parallel_state.py:845] world_size={world} rank={rank} local_rank={rank % 2} "
+            "distributed_init_method=tcp://10.0.0.1:29500 backend=nccl")
+
+
+def _logs(tmp_path, *parts):
+    out = []
+    for k, lines in enumerate(parts):
+        p = tmp_path / f"node{k}.log"
+        p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        out.append(str(p))
+    return out
+
+
+def test_logs_stopped_in_the_rendezvous_name_the_rank_that_never_joined(tmp_path):
+    paths = _logs(tmp_path, [_ENGINE, _rdzv(0), _rdzv(1, pid="(VllmWorkerProcess pid=9) ")], [_ENGINE, _rdzv(2)])
+    f = next(f for f in analyse(paths).findings if f.severity != "info")
+    assert (f.id, f.severity, f.title) == ("rendezvous_timeout", "error", "Rank(s) 3 of 4 never joined the rendezvous")
+
+
+def test_one_log_alone_only_suspects_the_ranks_it_does_not_show(tmp_path):
+    (f,) = [f for f in analyse(_logs(tmp_path, [_ENGINE, _rdzv(0), _rdzv(1)])).findings if f.severity != "info"]
+    assert (f.id, f.severity) == ("rendezvous_timeout", "warning") and "2, 3 of 4" in f.title
+
+
+def test_every_rank_in_the_rendezvous_names_no_absent_rank(tmp_path):
+    paths = _logs(tmp_path, [_ENGINE, _rdzv(0), _rdzv(1)], [_ENGINE, _rdzv(2), _rdzv(3)])
+    fs = [f for f in analyse(paths).findings if f.severity != "info"]
+    assert fs and all(f.severity == "warning" and "never joined" not in f.title for f in fs)
+
+
+def test_a_log_that_went_past_the_rendezvous_may_hold_the_missing_ranks(tmp_path):
+    # node1 went on into NCCL init (its rendezvous line may be long gone from its last lines)
+    nccl = (FIX / "healthy.rank1.log").read_text(encoding="utf-8").splitlines()[:14]
+    paths = _logs(tmp_path, [_ENGINE, _rdzv(0), _rdzv(1)], [_ENGINE, *nccl])
+    assert not [f for f in analyse(paths).findings if "never joined" in f.title]
