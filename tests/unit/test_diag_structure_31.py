@@ -278,3 +278,28 @@ def test_a_log_that_went_past_the_rendezvous_may_hold_the_missing_ranks(tmp_path
     nccl = (FIX / "healthy.rank1.log").read_text(encoding="utf-8").splitlines()[:14]
     paths = _logs(tmp_path, [_ENGINE, _rdzv(0), _rdzv(1)], [_ENGINE, *nccl])
     assert not [f for f in analyse(paths).findings if "never joined" in f.title]
+
+
+# ----------------------------------------------------------------------------- allocation status codes
+
+
+@pytest.mark.parametrize("line", [
+    # the driver API's and ROCm's status names, in sentences no pattern has
+    "RuntimeError: cuMemCreate returned CUDA_ERROR_OUT_OF_MEMORY for a 4096 MiB chunk",
+    "RuntimeError: hipMalloc(&ptr, 8589934592) returned hipErrorOutOfMemory",
+])
+def test_allocation_status_codes_are_an_out_of_memory(line):
+    assert _errors([line])[:1] == ["cuda_oom"]
+
+
+def test_xla_resource_exhausted_is_an_out_of_memory():
+    assert default_shapes().classify("jaxlib.xla_extension.XlaRuntimeError",
+                                     "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 2.00GiB.") == "cuda_oom"
+
+
+@pytest.mark.parametrize("line", [
+    "INFO 06-04 22:38:31 [worker.py:1] CUDA_ERROR_OUT_OF_MEMORY handling: retry with a smaller chunk enabled",
+    "RESOURCE_EXHAUSTED limits: 3 requests per second",
+])
+def test_the_same_names_in_a_notice_are_no_failure(line):
+    assert _errors([line]) == []
