@@ -303,3 +303,27 @@ def test_xla_resource_exhausted_is_an_out_of_memory():
 ])
 def test_the_same_names_in_a_notice_are_no_failure(line):
     assert _errors([line]) == []
+
+
+# ----------------------------------------------------------------------------- the loader's and the op registry's words
+
+
+@pytest.mark.parametrize("line", [
+    # a/other_flashattention_867's line (no "ImportError:" before it), cut
+    "/.local/lib/python3.10/site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: undefined symbol: "
+    "_ZN2at4_ops15sum_IntList_out4callERKNS_6TensorEN3c1016OptionalArrayRefIlEEbSt8optional",
+    # ld.so's wording for an executable, and an op namespace the build lacks
+    "python3: symbol lookup error: /usr/lib/libnccl.so.2: undefined symbol: cudaGetDriverEntryPointByVersion",
+    "RuntimeError: operator _C::rms_norm does not exist",
+])
+def test_loader_and_operator_facts_name_a_broken_install_anywhere_in_the_log(line):
+    # followed by more output: a line pattern, not only the log's last words
+    assert _errors([line, "INFO 06-04 22:38:32 [app.py:20] still starting"])[:1] == ["broken_install"]
+
+
+@pytest.mark.parametrize("line", [
+    "INFO 06-04 22:38:31 [x.py:1] checked 214 symbols: no undefined symbol in libfoo",
+    "RuntimeError: the operator you asked for does not exist",  # no namespace::name
+])
+def test_the_same_words_without_the_structure_name_nothing(line):
+    assert "broken_install" not in _errors([line, "INFO 06-04 22:38:32 [app.py:20] still starting"])
