@@ -236,8 +236,9 @@ class Diagnoser:
         """Every log of the input stops in torch.distributed's rendezvous (end_phases.toml): the
         world size and ranks they announced there name the ranks that never joined.  Proven (an
         error) when two or more logs say so; one log alone may be one node's share (a warning)."""
-        stopped = {k: f for k, sc in self.scanners.items() for f in sc.findings
-                   if f.id == "rendezvous_timeout" and f.severity == "warning"}
+        stopped = {k: f for k, sc in self.scanners.items() for f in sc.findings  # the end phase's suspicion
+                   if f.id == "rendezvous_timeout" and f.severity == "warning"
+                   and f.evidence[:1] and f.evidence[0].startswith("the log ends during")}
         if not stopped or len(stopped) != len(self.scanners):
             return  # a log that went on (or says something else) may hold the ranks not seen here
         worlds: dict[int, set[int]] = {}

@@ -5,13 +5,16 @@ knows its wording: an exception line (``pkg.Class: message``), a line its logger
 ERROR/CRITICAL/FATAL, a non-zero exit status, or a death (killed, a fatal signal, a core dump, a
 process reported dead).  ``failure`` finds that shape in the last lines of a source; ``facts``
 reads the same window for structural facts that name a catalogue cause whatever the wording
-(an errno of a socket call, the driver's own out-of-memory status, an undefined symbol, a missing
-operator, a dtype the GPU lacks, shared memory that ran out, NCCL's verbs transport warning);
+(an errno of a socket call, getaddrinfo's failure, the driver's own out-of-memory status, an
+undefined symbol, a missing operator, a dtype the GPU lacks, shared memory that ran out, an NCCL
+WARN by the transport that printed it: verbs/NET/IB, SHM, sockets);
 ``component`` says which layer spoke (the diagnoser adds the phase, from the milestones and
 end_phases.toml).
 
 A death printed after a shutdown request (SIGTERM/SIGINT, Ctrl+C, "shutting down") is how a stop
-looks, not a failure: ``shutdown_before`` finds such a request earlier in the window.
+looks, not a failure: ``shutdown_before`` finds such a request earlier in the window.  A traceback
+a logger printed at WARNING, after which the program logged on, was caught and handled: not the
+last words either.  A log whose very last line is an NCCL WARN stops at NCCL's complaint.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from typing import Iterable, Sequence
 from . import lineprefix
 from .exc_shapes import parse as parse_exception
 
-# lines kept per source for this reading (the classifier's tail is shorter: it is evidence)
+# lines kept per source for this reading (the classifier's tail is shorter: it is evidence); a
+# fact can sit above a 50-line traceback and its teardown
 WINDOW = 80
 # the failure must be among this many last non-blank lines: "last words", not something handled
 # long before the log went on
