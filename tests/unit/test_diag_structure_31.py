@@ -327,3 +327,31 @@ def test_loader_and_operator_facts_name_a_broken_install_anywhere_in_the_log(lin
 ])
 def test_the_same_words_without_the_structure_name_nothing(line):
     assert "broken_install" not in _errors([line, "INFO 06-04 22:38:32 [app.py:20] still starting"])
+
+
+# ----------------------------------------------------------------------------- CUDA status enums
+
+
+@pytest.mark.parametrize("line, fid", [
+    # runtime (cudaError*) and driver API (CUDA_ERROR_*) statuses in sentences no pattern has
+    ("RuntimeError: cudaMemcpyAsync returned cudaErrorLaunchTimeout", "cuda_error"),
+    ("RuntimeError: cuModuleLoadData failed: CUDA_ERROR_NO_BINARY_FOR_GPU", "cuda_error"),
+    ("RuntimeError: cudaGetDeviceCount returned cudaErrorNoDevice", "no_gpu_visible"),
+    ("RuntimeError: cuInit failed: CUDA_ERROR_NO_DEVICE", "no_gpu_visible"),
+    ("RuntimeError: cuInit failed: CUDA_ERROR_INSUFFICIENT_DRIVER", "cuda_driver_too_old"),
+    ("RuntimeError: cuInit failed: CUDA_ERROR_SYSTEM_NOT_READY", "gpu_fabric_not_ready"),
+    # the specific status wins over the generic one
+    ("RuntimeError: cudaMallocAsync returned cudaErrorMemoryAllocation", "cuda_oom"),
+])
+def test_cuda_status_enums_name_their_cause(line, fid):
+    assert _errors([line])[:1] == [fid]
+
+
+@pytest.mark.parametrize("line", [
+    # statuses that say nothing failed: polled for, or peer access already set up
+    "DEBUG 06-04 22:38:31 [stream.py:1] event query: cudaErrorNotReady, polling again",
+    "x.cc:12 cudaDeviceEnablePeerAccess returned cudaErrorPeerAccessAlreadyEnabled; continuing",
+    "x.cc:12 cuCtxEnablePeerAccess: CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED; continuing",
+])
+def test_cuda_statuses_that_are_no_failure_name_nothing(line):
+    assert _errors([line, "INFO 06-04 22:38:32 [app.py:20] still starting"]) == []
