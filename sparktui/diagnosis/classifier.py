@@ -216,6 +216,7 @@ class SourceScanner:
         self._last_proc: RankTracker = self.nccl
         self.tail: deque[tuple[int, str]] = deque(maxlen=TAIL_LINES)
         self.window: deque[tuple[int, str]] = deque(maxlen=WINDOW)  # last words (last_words.py)
+        self._tb_warned = False  # the open traceback was printed under a WARNING logger line
         self._tb: TracebackTracker | None = None
         self._active_ops_at: int | None = None  # "ACTIVE OPS" was the last line of a batch
         self.last_feed = time.monotonic()
@@ -432,6 +433,10 @@ class SourceScanner:
                 return idx
             hits = None
             self._tb = TracebackTracker(lineno, sig, line, locked=body.startswith(TB_START))
+            # the line just above the traceback's head is the logger line that printed it
+            # (``logger.warning(..., exc_info=True)``): at WARNING the exception was caught
+            prev = lines[idx - 1] if idx > 0 else (self.tail[-1][1] if self.tail else "")
+            self._tb_warned = lineprefix.split(lineprefix.clean(prev))[0].split("|")[1:2] in (["WARNING"], ["WARN"])
             end = self._run_tb(lines, idx + 1, base, out)
             if end >= n:
                 return n - 1
@@ -637,6 +642,8 @@ class SourceScanner:
                 return  # a traceback cut off before its exception: nothing to name
             else:
                 entry = self.cat["unhandled_exception"]
+                if self._tb_warned:  # caught and logged as a warning: reported, not what failed
+                    entry = replace(entry, severity="warning", title=f"{entry.title} (logged as a warning)")
         # the root of the chain (by its shape, or an earlier link the catalogue knows) that the
         # chosen entry lists as a cause is raised too: ranking then puts it first
         roots = [m for m in matches if m.id in entry.caused_by]

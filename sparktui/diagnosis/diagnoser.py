@@ -8,6 +8,7 @@ stall detector's alarm (a ``suspected_hang`` FindingRaised fed back to us) runs 
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import replace
 from typing import Iterable
@@ -29,10 +30,18 @@ from .catalogue import Catalogue, default_catalogue
 from .classifier import SourceScanner
 from .end_phase import default_end_phases
 from .exc_shapes import default_shapes
-from .last_words import ENGINES, component, facts, failure, shutdown_before
+from .last_words import ENGINES, INIT_FACT_IDS, component, facts, failure, shutdown_before
 from .milestones import Rules
 from .nccl_ranks import Behind, absent_ranks, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host, versions_differ
 from .ranking import GENERIC_IDS, rank_findings
+
+# findings that say a job stopped (where), not why
+HANG_IDS = frozenset({"nccl_init_hang", "suspected_hang"})
+# milestones that say the service was up and answering
+SERVING_MILESTONES = frozenset({"api_ready", "first_prompt"})
+# a rank announcing itself as it enters torch.distributed's rendezvous (vLLM's parallel_state line,
+# and "rank=R ... world_size=W" in the other order): world size and rank
+_RDZV_RANK = re.compile(r"\bworld_size=(?P<w>\d+),? rank=(?P<r>\d+)\b|\brank=(?P<r2>\d+),? world_size=(?P<w2>\d+)\b")
 
 
 def _wrap(items: Iterable[Finding | Milestone]) -> list[Event]:
@@ -130,7 +139,9 @@ class Diagnoser:
         out.extend(self._cross_rank())  # first: its findings name the lagging rank
         for sc in self.scanners.values():
             out.extend(sc.finish())
+        self._rendezvous_absent()
         self._shutdown_context()
+        self._served_after()
         out.extend(self._last_words())
         self._one_host()
         return _wrap(out)
@@ -221,6 +232,49 @@ class Diagnoser:
                     sc.findings[k] = replace(f, severity="info",
                                              title=f"{f.title} (after a shutdown request, line {req[0]})")
 
+    def _rendezvous_absent(self) -> None:
+        """Every log of the input stops in torch.distributed's rendezvous (end_phases.toml): the
+        world size and ranks they announced there name the ranks that never joined.  Proven (an
+        error) when two or more logs say so; one log alone may be one node's share (a warning)."""
+        stopped = {k: f for k, sc in self.scanners.items() for f in sc.findings  # the end phase's suspicion
+                   if f.id == "rendezvous_timeout" and f.severity == "warning"
+                   and f.evidence[:1] and f.evidence[0].startswith("the log ends during")}
+        if not stopped or len(stopped) != len(self.scanners):
+            return  # a log that went on (or says something else) may hold the ranks not seen here
+        worlds: dict[int, set[int]] = {}
+        for sc in self.scanners.values():
+            for _, t in sc.window:
+                m = _RDZV_RANK.search(t)
+                if m is not None:
+                    worlds.setdefault(int(m["w"] or m["w2"]), set()).add(int(m["r"] or m["r2"]))
+        if len(worlds) != 1:
+            return  # no world size announced, or several groups: no one count to compare
+        (w, ranks), = worlds.items()
+        absent = sorted(set(range(w)) - ranks)
+        if w < 2 or not absent:
+            return
+        names = ", ".join(map(str, absent[:8])) + (", ..." if len(absent) > 8 else "")
+        for k, f in stopped.items():
+            sc = self.scanners[k]
+            i = sc.findings.index(f)
+            sc.findings[i] = replace(
+                f, severity="error" if len(stopped) >= 2 else "warning",
+                title=f"Rank(s) {names} of {w} never joined the rendezvous",
+                evidence=(f"world size {w}; ranks {', '.join(map(str, sorted(ranks)))} entered the rendezvous, "
+                          f"rank(s) {names} never appear", *f.evidence))
+
+    def _served_after(self) -> None:
+        """An exception nothing recognises, printed before the same source was serving (the API came
+        up, a prompt was answered), did not stop it: a warning, not the failure."""
+        for sc in self.scanners.values():
+            up = [m.line or 0 for m in sc.milestones.reached.values() if m.id in SERVING_MILESTONES]
+            if not up:
+                continue
+            for k, f in enumerate(sc.findings):
+                if f.id in GENERIC_IDS and f.severity == "error" and (f.line or 0) < max(up):
+                    sc.findings[k] = replace(f, severity="warning",
+                                             title=f"{f.title} (serving after it, line {max(up)})")
+
     def _last_words(self) -> list[Finding]:
         """End of input, when no finding names a cause: a failing source's last lines are read for
         structure (last_words.py).  A fact there (an errno, the driver's OOM status, an undefined
@@ -231,16 +285,22 @@ class Diagnoser:
             e = ents.get(f.id)
             return f.severity == "error" and e is not None and not e.consequence and f.id not in GENERIC_IDS
         every = [f for sc in self.scanners.values() for f in sc.findings]
-        if any(map(names_cause, every)):
+        causes = [f for f in every if names_cause(f)]
+        # a hang inside communicator init is a suspicion about where, not why: the WARN of the NCCL
+        # transport that failed while the ranks waited (RDMA, shared memory) is the why
+        hang_only = bool(causes) and all(f.id in HANG_IDS for f in causes)
+        if causes and not hang_only:
             return []
         out: list[Finding] = []
         for sc in self.scanners.values():
             window = list(sc.window)
-            lw = failure(window)
+            lw = self._unrecovered(sc, failure(window))
             stuck = any(True for t in sc.trackers for _ in t.open_inits())
+            if hang_only and not stuck:
+                continue
             if lw is None and not stuck and not any(f.severity == "error" for f in sc.findings):
                 continue  # neither failing nor stopped inside NCCL init: its facts explain nothing
-            fact = facts(window, ents)
+            fact = facts(window, INIT_FACT_IDS & set(ents) if hang_only else ents)
             if fact is not None and fact[1] == "nccl_ib_error" and any(t.network == "Socket" for t in sc.trackers):
                 fact = None  # NCCL fell back to sockets: its verbs warning was the probe, not the failure
             if fact is not None:
@@ -248,11 +308,11 @@ class Diagnoser:
                 f = sc.raise_derived(fid, line, [why, text])
                 if f:
                     out.append(f)
-        if out or any(f.severity == "error" for f in every):
+        if out or hang_only or any(f.severity == "error" for f in every):
             return out  # a recognised failure (a dead engine, a traceback, a fact) is not silent
         for sc in self.scanners.values():
             window = list(sc.window)
-            lw = failure(window)
+            lw = self._unrecovered(sc, failure(window))
             if lw is None:
                 continue
             if lw.exc_class:
@@ -289,6 +349,16 @@ class Diagnoser:
             if f:
                 out.append(f)
         return out
+
+    @staticmethod
+    def _unrecovered(sc, lw):
+        """``lw`` unless the source was serving after it (the API came up, a prompt was served): a
+        failure the program went on past is not how it ended.  An earlier start-up milestone after
+        it proves nothing (a restarted process prints those too, then may fail the same way)."""
+        if lw is not None and any((m.line or 0) > lw.line for m in sc.milestones.reached.values()
+                                  if m.id in SERVING_MILESTONES):
+            return None
+        return lw
 
     @staticmethod
     def _phase(sc, line: int) -> str:

@@ -5,13 +5,16 @@ knows its wording: an exception line (``pkg.Class: message``), a line its logger
 ERROR/CRITICAL/FATAL, a non-zero exit status, or a death (killed, a fatal signal, a core dump, a
 process reported dead).  ``failure`` finds that shape in the last lines of a source; ``facts``
 reads the same window for structural facts that name a catalogue cause whatever the wording
-(an errno of a socket call, the driver's own out-of-memory status, an undefined symbol, a missing
-operator, a dtype the GPU lacks, shared memory that ran out, NCCL's verbs transport warning);
+(an errno of a socket call, getaddrinfo's failure, the driver's own out-of-memory status, an
+undefined symbol, a missing operator, a dtype the GPU lacks, shared memory that ran out, an NCCL
+WARN by the transport that printed it: verbs/NET/IB, SHM, sockets);
 ``component`` says which layer spoke (the diagnoser adds the phase, from the milestones and
 end_phases.toml).
 
 A death printed after a shutdown request (SIGTERM/SIGINT, Ctrl+C, "shutting down") is how a stop
-looks, not a failure: ``shutdown_before`` finds such a request earlier in the window.
+looks, not a failure: ``shutdown_before`` finds such a request earlier in the window.  A traceback
+a logger printed at WARNING, after which the program logged on, was caught and handled: not the
+last words either.  A log whose very last line is an NCCL WARN stops at NCCL's complaint.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ from typing import Iterable, Sequence
 from . import lineprefix
 from .exc_shapes import parse as parse_exception
 
-# lines kept per source for this reading (the classifier's tail is shorter: it is evidence)
-WINDOW = 40
+# lines kept per source for this reading (the classifier's tail is shorter: it is evidence); a
+# fact can sit above a 50-line traceback and its teardown
+WINDOW = 80
 # the failure must be among this many last non-blank lines: "last words", not something handled
 # long before the log went on
 LAST = 10
@@ -32,6 +36,7 @@ MAX_BODY = 2000
 
 _BAD_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL"})
 _QUIET_LEVELS = frozenset({"INFO", "DEBUG", "WARNING", "WARN"})
+_WARN_LEVELS = frozenset({"WARNING", "WARN"})
 # torch c10d's own warning/info lines ("[W socket.cpp:401] ...", "[rank0]:[W1129 19:11:59.7 x.cpp:1] ..."):
 # a socket call that failed and was retried another way (IPv6 first, then IPv4) is no failure
 _QUIET_BRACKET = re.compile(r"(?:^|\]:|\s)\[[WI](?:\d{3,4} \d\d:\d\d:\d\d[.\d]*)? [\w./-]+:\d+\]")
@@ -162,22 +167,56 @@ def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
     error after a shutdown request is no failure."""
     lines = _nonblank(window)
     last = lines[-LAST:]
+    handled = _handled_tracebacks(lines)
     found: LastWords | None = None
     for n, t, level, body in last:
+        if n in handled:
+            continue
         got = read_line(level, body)
         if got is None:
             continue
         kind, cls, msg = got
         if found is None or (found.kind != "exception" and kind == "exception"):
             found = LastWords(n, t.strip(), kind, cls, msg)
+    if found is None and lines and _NCCL_WARN.search(lines[-1][3]) and not _PROBE.search(lines[-1][3]):
+        # the log's very last line is NCCL's own error level: the paste (or the process) stops at
+        # NCCL's complaint; a WARN that NCCL recovers from is followed by more of its output
+        n, t, _, body = lines[-1]
+        found = LastWords(n, t.strip(), "error line", "", body[_NCCL_WARN.search(body).end():].strip() or body)
     if found is None:
-        tb = [x for x in last if _TRACEBACK.search(x[3])]
+        tb = [x for x in last if _TRACEBACK.search(x[3]) and x[0] not in handled]
         if tb:  # the log ends inside a traceback's frames (its exception never printed)
             n, t, _, _ = tb[-1]
             found = LastWords(n, t.strip(), "traceback", "", "the log ends inside a traceback")
     if found is None or shutdown_before(window, found.line) is not None:
         return None
     return found
+
+
+_NCCL_WARN = re.compile(r"\bNCCL WARN\b")
+# a library probed with dlopen (libibverbs, a net plugin) that is not there: NCCL goes on without it
+_PROBE = re.compile(r"\bFailed to open lib[\w.-]*\.so|\bNET/Plugin\b|\bnet\.cc:\d+ NCCL WARN\b")
+_TB_HEAD = re.compile(r"^Traceback \(most recent call last\)")
+
+
+def _handled_tracebacks(lines: Sequence[tuple[int, str, str, str]]) -> set[int]:
+    """Line numbers of the traceback lines (head, frames, exception) that a logger printed at
+    WARNING level (``logger.warning(..., exc_info=True)``: its message line just above the
+    traceback's head; an uncaught exception's traceback follows whatever was logged last, mostly
+    INFO, so INFO proves nothing) and after which the program logged on below error level: an
+    exception caught, reported and recovered from, not what ended the process."""
+    out: set[int] = set()
+    for h, (n, _t, _lvl, body) in enumerate(lines):
+        if not _TB_HEAD.match(body) or h == 0 or lines[h - 1][2] not in _WARN_LEVELS:
+            continue
+        # the traceback runs to its exception line (the first line after the head that parses as one)
+        end = next((k for k in range(h + 1, min(len(lines), h + 200))
+                    if parse_exception(lines[k][3]) is not None), None)
+        if end is None:
+            continue
+        if any(lvl in _QUIET_LEVELS for _, _, lvl, _ in lines[end + 1:]):
+            out.update(x[0] for x in lines[h:end + 1])
+    return out
 
 
 # a launcher sending the signal to the other ranks after one failed is teardown, not a request
@@ -223,23 +262,34 @@ def component(lw: LastWords, window: Sequence[tuple[int, str]]) -> str:
 # driver's out-of-memory status, the dynamic loader's undefined symbol, an operator the build lacks,
 # a dtype the GPU lacks, and shared memory that ran out.  Each maps to an id that exists.
 
-# errno of a socket call -> the cause it means for a distributed job
+# errno of a socket call -> the cause it means for a distributed job, by symbol, by number ("errno:
+# 99", "[Errno 99]", "(os error 99)", torch's "code: -99, name: EADDRNOTAVAIL") or by strerror text
+def _errno(symbol: str, number: str, text: str) -> re.Pattern[str]:
+    """An errno by its symbol, its number after "errno"/"error" (either sign) or torch's
+    "code: -N", or the C library's strerror text."""
+    return re.compile(rf"(?i)\b{symbol}\b|\b(?:(?:errno|error)[:= ]*\(?-?|code[:= ]*-){number}\b|{text}")
+
+
 _ERRNO: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # the address asked for is on no interface of this host: the wrong IP/interface was given
-    (re.compile(r"(?i)\bEADDRNOTAVAIL\b|\b(?:errno|error)[:= ]*\(?-?99\b|Cannot assign requested address"),
+    (_errno("EADDRNOTAVAIL", "99", "Cannot assign requested address"),
      "wrong_network_interface", "EADDRNOTAVAIL: the address is on no interface of this host"),
     # an IPv6 address (or family) this host's stack or interface does not have
-    (re.compile(r"(?i)\bEAFNOSUPPORT\b|\b(?:errno|error)[:= ]*\(?-?97\b|Address family not supported"),
+    (_errno("EAFNOSUPPORT", "97", "Address family not supported"),
      "wrong_network_interface", "EAFNOSUPPORT: address family not usable on this host"),
-    (re.compile(r"(?i)\bEADDRINUSE\b|\b(?:errno|error)[:= ]*\(?-?98\b|Address already in use"),
-     "port_in_use", "EADDRINUSE: the port is taken"),
+    (_errno("EADDRINUSE", "98", "Address already in use"), "port_in_use", "EADDRINUSE: the port is taken"),
     # nothing listens at the rendezvous address (yet, or at all): the master is not up or the port is wrong
-    (re.compile(r"(?i)\bECONNREFUSED\b|\b(?:errno|error)[:= ]*\(?-?111\b|Connection refused"),
+    (_errno("ECONNREFUSED", "111", "Connection refused"),
      "rendezvous_timeout", "ECONNREFUSED: nothing listens at the rendezvous address"),
-    (re.compile(r"(?i)\bE(?:HOST|NET)UNREACH\b|\b(?:errno|error)[:= ]*\(?-?11[03]\b|No route to host|Network is unreachable"),
+    (_errno("E(?:HOST|NET)UNREACH", "11[03]", "No route to host|Network is unreachable"),
      "wrong_network_interface", "EHOSTUNREACH/ENETUNREACH: no route to the peer"),
-    (re.compile(r"(?i)\bETIMEDOUT\b|\b(?:errno|error)[:= ]*\(?-?110\b|Connection timed out"),
-     "rendezvous_timeout", "ETIMEDOUT: the peer never answered"),
+    (_errno("ETIMEDOUT", "110", "Connection timed out"), "rendezvous_timeout", "ETIMEDOUT: the peer never answered"),
+    # getaddrinfo's own failures (EAI_NONAME -2, EAI_AGAIN -3, EAI_NODATA -5): the rendezvous host
+    # name (MASTER_ADDR, the head's address) resolves to nothing here, so this rank cannot join
+    (re.compile(r"(?i)\bgaierror\b|\bEAI_(?:NONAME|AGAIN|NODATA)\b|\[Errno -[235]\]|Name or service not known"
+                r"|Temporary failure in name resolution|No address associated with hostname"
+                r"|nodename nor servname provided"),
+     "rendezvous_timeout", "the rendezvous host name does not resolve (getaddrinfo)"),
 )
 # a socket/rendezvous/store/transport call: an errno only names a network cause in such a line (or
 # next to one)
@@ -275,6 +325,21 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
 )
 
 
+# NCCL's own WARN lines by the subsystem that printed them (its source file, or the subsystem tag it
+# starts the message with): checked after the errno table, so a socket WARN that carries an errno
+# names the errno's cause, and only when nothing more specific matched the line
+_SUBSYSTEM = tuple((re.compile(rx), fid, why) for rx, fid, why in (
+    (r"\b(?:shm|shmutils)\.(?:cc|h):\d+ NCCL WARN\b|\bNCCL WARN (?:SHM|Shm)\b", "nccl_shm_error",
+     "an NCCL WARN from its shared-memory (SHM) transport"),
+    (r"\bNCCL WARN NET/IB\b|\bNCCL WARN (?:NET/)?(?:IB|ibv)\w* ?: ", "nccl_ib_error",
+     "an NCCL WARN tagged NET/IB (its RDMA transport)"),
+    (r"\b(?:misc/socket|net_socket)\.cc:\d+ NCCL WARN\b|\bNCCL WARN NET/Socket\b", "nccl_network_error",
+     "an NCCL WARN from its socket transport"),
+))
+# the facts that explain a communicator init that never completed (the log stops inside it)
+INIT_FACT_IDS = frozenset({"nccl_ib_error", "nccl_shm_error"})
+
+
 def facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tuple[int, str, str, str] | None:
     """(line, finding id, why, text) of the first structural fact in the window whose id exists in
     ``known`` (the catalogue's ids), or None.  Lines logged below error level are skipped (a
@@ -290,5 +355,8 @@ def facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tuple[int,
         near = " ".join(r[3] for r in rows[max(0, k - 1):k + 2])
         for rx, fid, why in _ERRNO:
             if fid in ids and rx.search(body) and _NET_CONTEXT.search(near):
+                return n, fid, why, t.strip()
+        for rx, fid, why in _SUBSYSTEM:
+            if fid in ids and rx.search(body):
                 return n, fid, why, t.strip()
     return None
