@@ -205,7 +205,10 @@ class FabricCheck:
         try:
             res = await node.run(["sh", "-c", RDMA_PORTS_SH], timeout=15)
             np_.rdma = parse_rdma_ports(res.text) if res.ok else []
-            np_.rdma_note = "" if np_.rdma else "no RDMA devices"
+            if res.returncode == 127:  # no shell to list them with: unknown, not "none"
+                np_.rdma_note = "RDMA ports not read (no sh on the node)"
+            else:
+                np_.rdma_note = "" if np_.rdma else "no RDMA devices"
         except NodeError as exc:
             np_.rdma_note = f"RDMA ports not read: {exc}"
         return np_

@@ -30,14 +30,25 @@ def busbw_plot(rows: Sequence[PerfRow], line_rate_gbps: float, width: int = 80, 
         return ""
     xs = [r.size for r in rows]
     plt.clear_figure()
+    plt.limitsize(False, False)  # the width asked for, not the terminal plotext guesses (none in a worker)
     plt.plotsize(max(width, 30), max(height, 8))
     plt.theme("clear")
     plt.xscale("log")
     plt.plot(xs, [expected_busbw(s, line_rate_gbps) for s in xs], label=f"expected ({line_rate_gbps:g} Gb/s)",
              marker="dot", color="green")
     plt.plot(xs, [r.busbw for r in rows], label="busbw GB/s", marker="hd", color="blue")
-    plt.xlabel("message size (bytes, log)")
+    ticks = xs[:: max(1, len(xs) // 6)]
+    plt.xticks(ticks, [_human(x) for x in ticks])
+    plt.xlabel("message size (log)")
     plt.title("all_reduce_perf busbw by size")
     text = plt.build()
     plt.clear_figure()
     return text if color else plt.uncolorize(text)
+
+
+def _human(n: int) -> str:
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift:
+            v = n / (1 << shift)
+            return f"{v:g}{unit}"
+    return f"{n}B"

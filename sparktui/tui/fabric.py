@@ -126,6 +126,11 @@ class FabricScreen(RunsActions, Screen[None]):
         self.result = message.result
         for b in self.query(Button):
             b.disabled = False
+        for rec in getattr(message.result, "steps", ()):  # each step's last word, whatever events were shown
+            if rec.name in STEPS:
+                self.query_one(f"#fb-bar-{rec.name}", ProgressBar).update(total=100, progress=100)
+                self._step_msg(rec.name, Content.styled(rec.message or rec.status,
+                                                        STATUS_STYLE.get(rec.status, "$text")))
         self.show_report(getattr(message.result, "data", {}) or {})
 
     def show_report(self, data: dict) -> None:
@@ -146,7 +151,7 @@ class FabricScreen(RunsActions, Screen[None]):
         perf = data.get("all_reduce_perf") or {}
         plot = self.query_one("#fb-plot", Static)
         if perf.get("rows"):
-            width = max(40, (plot.size.width or self.size.width) - 2)
+            width = max(40, min(self.size.width - 4, 140))
             text = busbw_plot([PerfRow(**r) for r in perf["rows"]], data["line_rate_gbps"], width, 14, color=False)
             plot.update(Content(text))
         else:
