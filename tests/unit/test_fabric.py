@@ -259,3 +259,17 @@ def test_cli_read_only_refuses(tmp_path, capsys):
     cfg.write_text(LOCAL_PAIR)
     assert main(["--read-only", "--config", str(cfg), "fabric", "--quick"]) == 1
     assert "fabric refused: read-only mode" in capsys.readouterr().err
+
+
+def test_doctor_deep_includes_the_fabric_check(tmp_path):
+    cfg = tmp_path / "pair.toml"
+    cfg.write_text(LOCAL_PAIR)
+    runs = {}
+    for deep in (False, True):
+        r = subprocess.run([sys.executable, "-m", "sparktui", "doctor", "--json", "--config", str(cfg),
+                            *(["--deep"] if deep else [])], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        runs[deep] = {c["check"]: c for c in json.loads(r.stdout)["data"]["checks"]}
+    assert "fabric_bandwidth" not in runs[False]
+    deep = runs[True]["fabric_bandwidth"]
+    assert deep["status"] in ("ok", "skip")  # ok where iperf3 is installed (line rate 0.001 Gb/s), else skip
+    assert "fabric bandwidth" in [s["name"] for s in json.loads(r.stdout)["steps"]]
