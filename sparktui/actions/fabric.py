@@ -57,7 +57,8 @@ class FabricAction(Action):
                 image = cfg.cluster.image
 
         def progress(step: str, fraction: float, message: str) -> None:
-            ctx.emit(step, "progress", message, progress=fraction)
+            # the percentage in the words too: the CLI's progress line shows the message only
+            ctx.emit(step, "progress", f"{fraction * 100:3.0f}% {message}", progress=fraction)
 
         check = FabricCheck(cfg, ctx.nodes, launch_envs(cfg), self.options, image=image, on_progress=progress)
         self.report = check.report
