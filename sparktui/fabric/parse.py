@@ -229,9 +229,11 @@ def parse_ping(text: str) -> PingResult:
     too_big = "message too long" in low or "frag needed" in low or "fragmentation needed" in low
     mtu = int(m.group(1)) if (m := _PING_MTU.search(text)) else None
     rtt = float(m.group(1)) if (m := _PING_RTT.search(text)) else None
-    bad = [ln.strip() for ln in text.splitlines()
-           if any(w in ln.lower() for w in ("too long", "frag", "unreachable", "error", "100% packet loss"))]
-    return PingResult(sent, recv, too_big, mtu, rtt, bad[-1] if bad else "")
+    # the line that says why, most telling first: the MTU refusal, then no route, then the loss
+    lines = [ln.strip() for ln in text.splitlines()]
+    why = next((ln for words in (("too long", "frag"), ("unreachable", "error"), ("100% packet loss",))
+                for ln in lines if any(w in ln.lower() for w in words)), "")
+    return PingResult(sent, recv, too_big, mtu, rtt, why)
 
 
 # ---------------------------------------------------------------------------------------- RDMA ports
