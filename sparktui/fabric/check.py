@@ -265,8 +265,10 @@ class FabricCheck:
             if res.returncode == 127:
                 out.error = f"iperf3 is not installed on {name}"
                 return out
-        # -1: the server serves one test and exits, so nothing is left listening
-        server_task = asyncio.create_task(snode.run(["iperf3", "-s", "-1", "-B", sip, "-p", port], timeout=limit + 30))
+        # -1: the server serves one test and exits; coreutils timeout ends it where no test came (a
+        # client that never connected), so nothing is left listening on the node
+        server_argv = ["timeout", str(int(limit + 20)), "iperf3", "-s", "-1", "-B", sip, "-p", port]
+        server_task = asyncio.create_task(snode.run(server_argv, timeout=limit + 30))
         argv = ["iperf3", "-c", sip, "-B", cip, "-p", port, "-P", str(IPERF_STREAMS), "-n", str(nbytes), "-J",
                 "--connect-timeout", "3000"]
         try:
