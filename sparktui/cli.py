@@ -115,6 +115,15 @@ def build_parser() -> argparse.ArgumentParser:
     dr = sub.add_parser("doctor", help="preflight checks on every node")
     _common(dr)
     dr.add_argument("--json", action="store_true")
+    dr.add_argument("--deep", action="store_true",
+                    help="also run the fabric check (iperf3 and all_reduce_perf between the nodes)")
+
+    fb = sub.add_parser("fabric", help="the node-to-node fabric: path MTU, iperf3, all_reduce_perf, verdict with the fix")
+    _common(fb)
+    fb.add_argument("--json", action="store_true")
+    fb.add_argument("--size", type=_byte_size, default=1 << 30, metavar="SIZE",
+                    help="largest all_reduce_perf message and iperf3 bytes per pair (default 1G)")
+    fb.add_argument("--quick", action="store_true", help="path checks and a short iperf3 only (no all_reduce_perf)")
 
     dg = sub.add_parser("diagnose", help="offline analysis of log files ('-' = stdin, .gz ok, a folder: its logs)")
     dg.add_argument("files", nargs="+", metavar="FILE")

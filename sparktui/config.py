@@ -88,6 +88,10 @@ class ClusterConfig:
     ready_timeout: float = 1800.0  # seconds from start to the API answering
     # the API as the operator's machine reaches it (a tunnel, a proxy); default: the head's serve port
     api_base: str | None = None
+    # the fabric check (sparktui fabric): the link's line rate and the MTU every node's fabric port
+    # should carry; a DGX Spark pair's ConnectX-7 link is 200 Gb/s with jumbo frames
+    line_rate_gbps: float = 200.0
+    fabric_mtu: int = 9000
 
 
 @dataclass(frozen=True)
@@ -315,6 +319,14 @@ def _parse_cluster(path: str, text: str, raw: Any) -> ClusterConfig:
             if not 0 < v < 65536:
                 raise ConfigError(path, f"port {v} out of range", key=f"cluster.{key}", line=line_of(text, key))
             kw[key] = v
+    if "line_rate_gbps" in raw:
+        v = _expect(path, text, "cluster.line_rate_gbps", raw["line_rate_gbps"], (int, float), "a number of Gb/s")
+        if not (v > 0 and math.isfinite(v)):
+            raise ConfigError(path, "must be a finite number > 0", key="cluster.line_rate_gbps",
+                              line=line_of(text, "line_rate_gbps"), hint="e.g. 200 for a DGX Spark pair's CX-7 link")
+        kw["line_rate_gbps"] = float(v)
+    if "fabric_mtu" in raw:
+        kw["fabric_mtu"] = _int_in(path, text, "cluster.fabric_mtu", raw["fabric_mtu"], 576, 65536)
     for key in ("join_timeout", "ready_timeout"):
         if key in raw:
             v = _expect(path, text, f"cluster.{key}", raw[key], (int, float), "a number of seconds")

@@ -16,7 +16,9 @@ from pathlib import Path
 from . import procs
 
 IMAGE = "sparktui-base:bookworm"
-PACKAGES = {"dockerd": "docker.io", "sshd": "openssh-server", "debootstrap": "debootstrap", "tmux": "tmux"}
+# iperf3 and ping: the fabric check runs them on the nodes, i.e. on this host through their sshd
+PACKAGES = {"dockerd": "docker.io", "sshd": "openssh-server", "debootstrap": "debootstrap", "tmux": "tmux",
+            "iperf3": "iperf3", "ping": "iputils-ping"}
 SBIN = {"sshd": "/usr/sbin/sshd", "dockerd": "/usr/sbin/dockerd"}
 
 

@@ -61,8 +61,9 @@ def image_id_results(image: str, infos: dict[str, ImageInfo], missing: list[str]
 class DoctorAction(Action):
     raises_findings = True  # its findings come from checks, not logs: faces add them to the cluster's
 
-    def __init__(self) -> None:
+    def __init__(self, deep: bool = False) -> None:
         self.results: list[CheckResult] = []
+        self.deep = deep  # --deep: also the fabric check (moves traffic between the nodes)
 
     async def _group(self, ctx: ActionContext, step: str, coro) -> list[CheckResult]:
         async with ctx.step(step) as rec:
@@ -114,6 +115,8 @@ class DoctorAction(Action):
         await self._group(ctx, "memory", self._memory(ctx, up, head_model))
         down = tuple(n.name for n in nodes if n not in up)
         await self._group(ctx, "fabric", self._fabric(ctx, up, down))
+        if self.deep:
+            await self._group(ctx, "fabric bandwidth", self._fabric_deep(ctx, up, image))
         await self._group(ctx, "ports", self._ports(ctx, up))
         await self._group(ctx, "stale container",
                           asyncio.gather(*(check_stale_container(n, cfg.cluster.name) for n in dup)))
@@ -284,6 +287,32 @@ class DoctorAction(Action):
     async def _fabric(self, ctx: ActionContext, up: list[Node], down: tuple[str, ...]) -> list[CheckResult]:
         found, reach = await gather_fabric(ctx.config, {n.name: n for n in up})
         return fabric_results(ctx.config, found, reach, down)
+
+    async def _fabric_deep(self, ctx: ActionContext, up: list[Node], image: str) -> list[CheckResult]:
+        """The fabric check (actions/fabric.py) as doctor rows: the verdict, with its first cause's fix."""
+        from ..fabric.check import FabricCheck
+        from .fabric import launch_envs
+
+        if len(up) < 2:
+            return [skip("fabric_bandwidth", "needs two reachable nodes")]
+        check = FabricCheck(ctx.config, {n.name: n for n in up}, launch_envs(ctx.config), image=image,
+                            on_progress=lambda step, frac, msg: ctx.emit("fabric bandwidth", "progress",
+                                                                         f"{step}: {msg}", progress=frac))
+        report = await check.run()
+        v = report.verdict
+        assert v is not None
+        data = {"fabric": report.to_json()}
+        if v.status == "ok":
+            return [ok("fabric_bandwidth", v.title, "", [check.summary(s)[1] for s in ("path", "iperf3", "all_reduce_perf")],
+                       data=data)]
+        if v.status == "skip":
+            return [skip("fabric_bandwidth", v.title, "", [check.summary(s)[1] for s in ("iperf3", "all_reduce_perf")])]
+        out = []
+        for e in v.failures + v.causes:
+            make = fail if v.status == "fail" else warn
+            out.append(make("fabric_bandwidth", e["title"] if out else v.title, "", e["evidence"], e["fix"],
+                            e["finding"], data=data if not out else {}))
+        return out
 
     async def _ports(self, ctx: ActionContext, nodes: list[Node]) -> list[CheckResult]:
         out = []

@@ -74,6 +74,8 @@ BUILT_IN: tuple[ActionEntry, ...] = (
                 "i"),
     ActionEntry("load-test", "Load test the API", "sparktui.actions.load_test", "LoadTestAction", False, "T",
                 loads="puts load on the cluster's API, which may be serving production traffic"),
+    ActionEntry("fabric", "Fabric check: path, MTU, bandwidth", "sparktui.actions.fabric", "FabricAction", False, "F",
+                loads="moves test traffic across the node-to-node fabric (iperf3, all_reduce_perf)"),
     ActionEntry("api-forward", "Keep API forward open", "sparktui.actions.api_forward", "KeepForwardAction", False,
                 "A"),
 )

@@ -32,6 +32,6 @@ def run(args) -> int:
 
     # the table lists every check with its evidence and fix: findings and progress lines would say it again
     def make(_config):
-        return DoctorAction()
+        return DoctorAction(deep=bool(getattr(args, "deep", False)))
 
     return run_action(args, make, extra_text=text, show_findings=False, transient_progress=True)

@@ -25,6 +25,10 @@ def screen_for(name: str) -> type:
         from .load_test import LoadTestScreen
 
         return LoadTestScreen
+    if name == "fabric":
+        from .fabric import FabricScreen
+
+        return FabricScreen
     from .screens.action import ActionScreen
 
     return ActionScreen
