@@ -19,23 +19,13 @@ from .checks.basics import check_clocks, check_docker, check_ports, check_ssh, c
 from ..units import gib
 from .checks.entrypoint import entrypoint_result
 from .checks.fabric import fabric_results, gather_fabric
+from .checks.image_choice import resolve_image
 from .checks.fit import fit_results, parse_meminfo
 
 MAX_ALTERNATIVES = 6
 ALTERNATIVES_AT_ONCE = 3  # each probe holds a worker thread while it waits: leave the rest to the app
 STEP_STATUS = {OK: OK, SKIP: SKIP, WARN: WARN, FAIL: FAIL}  # a check's word as its step's: a skip is no ok
 CHECK_WORD = {FAIL: "failed", WARN: "warned", OK: "ok", SKIP: "skipped"}  # prose: "2 failed, 1 warned"
-
-
-async def resolve_image(ctx: ActionContext, head: Node) -> str:
-    c = ctx.config.cluster
-    if c.hybrid_image:
-        try:
-            await inspect_image(head, c.hybrid_image)
-            return c.hybrid_image
-        except ImageProbeError:
-            pass
-    return c.image
 
 
 def image_id_results(image: str, infos: dict[str, ImageInfo], missing: list[str],

@@ -49,7 +49,7 @@ class FabricAction(Action):
         cfg = ctx.config
         image = ""
         if not self.options.quick and cfg.head.name in ctx.nodes:
-            from .doctor import resolve_image
+            from .checks.image_choice import resolve_image
 
             try:
                 image = await resolve_image(ctx, ctx.nodes[cfg.head.name])

@@ -165,11 +165,15 @@ class DockerWatch:
         task = asyncio.create_task(self._follow(f, info), name=f"logs-{self.name}-{info.name}")
         self.followers[info.id] = task
 
-    async def _follow(self, f: LogFollower, info: ContainerInfo) -> None:
+    async def _follow(self, f: LogFollower, info: ContainerInfo, catching_up: bool = False) -> None:
         import docker
 
+        opener = getattr(self.node, "open_log_stream", None)
         try:
-            await f.run(self._client, getattr(self.node, "open_log_stream", None))
+            if catching_up:
+                await f.catch_up(self._client, opener)
+            else:
+                await f.run(self._client, opener)
         except asyncio.CancelledError:
             raise
         except docker.errors.APIError as exc:
@@ -191,6 +195,8 @@ class DockerWatch:
         if latest.state is ContainerState.RUNNING:
             self.followers.pop(info.id, None)
             self._ensure_follower(latest)
+        elif not catching_up:
+            await self._follow(f, info, catching_up=True)  # the lines the daemon's follow ended before
         else:
             self.logs.complete.add(info.id)
 

@@ -356,6 +356,14 @@ class LogFollower:
         finally:
             self.flush()
 
+    async def catch_up(self, client: "docker.DockerClient", opener: Opener | None = None) -> None:
+        """Read once more from the cursor after the stream ended on a stopped container: the daemon
+        can end a follow before the log's last lines (a tty container's burst was cut at 16,579 of
+        20,000 lines); on a stopped container the request returns at once, and the cursor drops
+        every line already taken."""
+        self._stream = None
+        await self.run(client, opener)
+
     def close(self) -> None:
         s = self._stream
         if s is not None:

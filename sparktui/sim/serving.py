@@ -151,6 +151,7 @@ class SimServer:
         self.lock = threading.RLock()  # ensure() may stop a server inline
         self.closed = False
         self.scripted = 0  # scripted requests the running engine has counted (play_scripted)
+        self._gen_t: float | None = None  # the log time generation tokens were counted up to
 
     # ------------------------------------------------------------------ what the timeline says
     def state(self) -> str:
@@ -207,15 +208,22 @@ class SimServer:
                 _, acc, per = sched
                 span = acc * per / max(1, per - 1)  # seconds of traffic each scripted request stands for
                 for at in times[self.scripted:]:
-                    # tokens at the rates the log's `Avg ... throughput` lines print (timeline._serve_lines)
-                    ld = physics.serving_load(node.name, at)
-                    eng.count(round(ld * 1850 * span), round(ld * 62 * span), "stop")
+                    # prompt tokens at the rate the log's `Avg prompt throughput` prints
+                    # (timeline._serve_lines), taken in when the request is
+                    eng.count(round(physics.serving_load(node.name, at) * 1850 * span), 0, "stop")
             self.scripted = max(self.scripted, len(times))
             # a hung or dead engine runs nothing of the script's: its gauges are the server's own
             gauges = scripted_gauges(scene, node.name, t) if self.state() == "up" else None
+            now = node.now_t()
             with eng.lock:
                 eng.scripted_running = gauges[0] if gauges else 0
                 eng.scripted_kv = gauges[1] / 100 if gauges else 0.0
+                if gauges and gauges[0] and self._gen_t is not None and now > self._gen_t:
+                    # while requests run, a real engine generates all the time, not when a request ends:
+                    # the counter moves with the running ones (a still counter beside running requests
+                    # is what a hang looks like, and `investigate` says so)
+                    eng.gen_tokens += round(physics.serving_load(node.name, now) * 62 * (now - self._gen_t))
+            self._gen_t = now
             return self.scripted
 
     # ------------------------------------------------------------------ lifecycle

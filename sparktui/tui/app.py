@@ -449,9 +449,10 @@ class SparkApp(App[int]):
         entry = registry.entry(name)
         if entry is None:
             return f"{name}: not in this build"
-        if self.demo and not entry.in_demo:
-            return entry.demo_refusal()
-        return entry.read_only_refusal() if self.read_only else ""
+        # read-only first: an observer is told about their role, which holds on every cluster
+        if self.read_only and (why := entry.read_only_refusal()):
+            return why
+        return entry.demo_refusal() if self.demo and not entry.in_demo else ""
 
     def action_not_offered(self, name: str) -> bool:
         """A guided action this face shows but does not offer (the demo's Docker actions): dimmed in the

@@ -231,6 +231,7 @@ def test_spark_vllm_docker_launcher_detached(real_vllm_bed, tmp_path):
         _stop(bed, cfg, "tiny_script", nodes)
 
 
+@pytest.mark.timeout(1200)  # two launches: each ends by its own 400 s limit first, so stop always finds the lock free
 async def test_a_relaunch_resolves_the_previous_findings(real_vllm_bed, tmp_path, e2e):
     """Issue 29 on the real vLLM, one cluster for three checks, watched from before its launch by the
     headless TUI engine (live sources, the TUI's processors):
@@ -267,7 +268,7 @@ async def test_a_relaunch_resolves_the_previous_findings(real_vllm_bed, tmp_path
     rec = RankRecorder(engine)
     await engine.start()
     try:
-        await asyncio.to_thread(_launch_ready, bed, cfg)
+        await asyncio.to_thread(_launch_ready, bed, cfg, 400)
         # 45 s: a load test, prompts, then idle far past the old 10 s silence timer, ending idle
         await run_plan(cfg, healthy_plan(HEALTHY_MINUTES))
         healthy = evaluate(rec.samples, 0.0, (), 0.0, rec.errors)
@@ -290,7 +291,7 @@ async def test_a_relaunch_resolves_the_previous_findings(real_vllm_bed, tmp_path
         await watch.until(lambda b, s: about_cluster(s), 90, "an error finding about the cluster's containers")
         before = about_cluster(engine.state)
 
-        await asyncio.to_thread(_launch_ready, bed, cfg, 900, ("--replace",))
+        await asyncio.to_thread(_launch_ready, bed, cfg, 400, ("--replace",))
 
         def all_resolved(b, s) -> bool:
             return all(s.finding_status(f) is not None and s.finding_status(f).state == "resolved" for f in before)

@@ -6,6 +6,8 @@ through the CLI afterwards."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 
@@ -33,11 +35,13 @@ async def test_launch_screen_three_nodes_tp3_real_vllm_per_node_progress_to_read
                 await pilot.pause()
             screen = LaunchScreen(registry.entry("launch"), LaunchAction)
             app.push_screen(screen)
-            for _ in range(2000):
+            deadline = time.monotonic() + 180  # the plan probes three nodes over ssh first: slow on a loaded bed
+            while time.monotonic() < deadline and screen.result is None:
                 if isinstance(app.screen, ConfirmModal):
                     break
-                await pilot.pause()
-            assert isinstance(app.screen, ConfirmModal), "the launch asks once before starting anything"
+                await pilot.pause(0.05)
+            assert isinstance(app.screen, ConfirmModal), ("the launch asks once before starting anything",
+                                                          screen.result and screen.result.summary)
             await pilot.press("y")
             await app.workers.wait_for_complete([screen._worker])
             for _ in range(200):
