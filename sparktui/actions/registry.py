@@ -32,6 +32,9 @@ class ActionEntry:
     # False: the demo (`sparktui demo`) does not offer it: it needs a Docker Engine on real nodes, which the
     # sim cluster has not, and a failure of it there would be the demo's invention, not the cluster's
     in_demo: bool = True
+    # in the TUI's footer (help and the palette list every action): the footer is one line, and what
+    # falls off its end is q Quit and ? Help
+    footer: bool = True
 
     def demo_refusal(self) -> str:
         """Why the demo does not offer this action ('' when it does)."""
@@ -75,7 +78,7 @@ BUILT_IN: tuple[ActionEntry, ...] = (
     ActionEntry("load-test", "Load test the API", "sparktui.actions.load_test", "LoadTestAction", False, "T",
                 loads="puts load on the cluster's API, which may be serving production traffic"),
     ActionEntry("fabric", "Fabric check: path, MTU, bandwidth", "sparktui.actions.fabric", "FabricAction", False, "F",
-                loads="moves test traffic across the node-to-node fabric (iperf3, all_reduce_perf)"),
+                loads="moves test traffic across the node-to-node fabric (iperf3, all_reduce_perf)", footer=False),
     ActionEntry("api-forward", "Keep API forward open", "sparktui.actions.api_forward", "KeepForwardAction", False,
                 "A"),
 )

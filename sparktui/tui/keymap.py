@@ -71,7 +71,7 @@ def entries() -> tuple[Entry, ...]:
     for ae in registry.present():
         # in the footer: the guided actions are what a newcomer looks for first
         out.append(Entry(id=f"action-{ae.name}", keys=ae.key, action=f"guided('{ae.name}')",
-                         description=ae.title, scope="main", palette="action", show=True,
+                         description=ae.title, scope="main", palette="action", show=ae.footer,
                          mutating=ae.mutating, loads=ae.loads, in_demo=ae.in_demo,
                          label=footer_label(ae.name)))
     for e in out:

@@ -240,9 +240,8 @@ class RealVllmBed:
 
 
 class _RealBedStart:
-    """`testbed up --scenario real-vllm` started in the background as soon as the session knows it will
-    need the bed (~90 s of image loads), so it overlaps the lean-bed tests that run first; the fixture
-    waits for it.  SPARKTUI_REALVLLM_BED / _NET name a bed to reuse between runs (kept afterwards); by
+    """`testbed up --scenario real-vllm`, started by the first test that needs the bed (~90 s of image
+    loads; the lean-bed tests run beside it on the other worker); the fixture waits for it.  SPARKTUI_REALVLLM_BED / _NET name a bed to reuse between runs (kept afterwards); by
     default one is made for the session and removed."""
 
     def __init__(self) -> None:
@@ -253,7 +252,6 @@ class _RealBedStart:
         self.proc: subprocess.Popen | None = None
         self.out = ""
         self.started = False
-        self.needed = False
 
     @staticmethod
     def unavailable() -> str | None:
@@ -290,26 +288,22 @@ class _RealBedStart:
 _real_bed = _RealBedStart()
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the mark into the "@bed" scope
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the mark into the "@group" scope
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # One xdist group: the e2e tests share the beds, so they run in order on one worker while the
-    # other worker takes the tests that need no bed (pytest -n 2 --dist loadgroup).
+    # Two xdist groups, each in order on one worker (pytest -n 2 --dist loadgroup): the tests on the
+    # real-vLLM bed ("vllm") and those on the lean bed ("bed"); they share no bed, so they run side by
+    # side, and the tests that need no bed fill in around them.
     here = Path(__file__).parent
     for item in items:
         if here in Path(item.path).parents:
-            item.add_marker(pytest.mark.xdist_group("bed"))
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    _real_bed.needed = not session.config.option.collectonly and any(
-        "real_vllm_bed" in getattr(item, "fixturenames", ()) for item in session.items)
+            group = "vllm" if "real_vllm_bed" in getattr(item, "fixturenames", ()) else "bed"
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    # Started by the first e2e test this process runs (a conftest hook sees only its own folder's
-    # tests), not at collection: under xdist every worker collects everything, and only the one
-    # that runs the "bed" group may start a bed.  The lean-bed tests it runs first hide the ~90 s.
-    if _real_bed.needed:
+    # Started by the first test that needs it, in the process that runs it: under xdist every worker
+    # collects everything, and only the one that runs the "vllm" group may start that bed.
+    if "real_vllm_bed" in getattr(item, "fixturenames", ()):
         _real_bed.start()
 
 
@@ -320,7 +314,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 @pytest.fixture(scope="session")
 def real_vllm_bed() -> RealVllmBed:
     """Its own bed of 3 nodes (other e2e tests keep the lean images; 3 so TP=3 and a worker that is
-    not in a 2-node launch can be tried), started in the background at collection (_RealBedStart)."""
+    not in a 2-node launch can be tried), started by the first test that needs it (_RealBedStart)."""
     why = _real_bed.unavailable()
     if why:
         if os.environ.get("CI", "").lower() == "true":
