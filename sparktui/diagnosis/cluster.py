@@ -187,6 +187,10 @@ def from_info(node: str, c: ContainerInfo) -> ClusterContainer:
                             image_id=c.image_id, labels=dict(c.labels))
 
 
+# a launch's container in these states went away; "created" is one being started (docker create, then start)
+_GONE = frozenset({"exited", "dead", "removed", "removing"})
+
+
 def live_clusters(containers: Mapping[str, Iterable[ContainerInfo]]) -> list[LiveCluster]:
     """What `status` would say of every cluster sparktui launched (by its labels), from the containers
     the nodes' Docker events reported: ``assess`` over the newest launch's containers."""
@@ -212,7 +216,8 @@ def live_clusters(containers: Mapping[str, Iterable[ContainerInfo]]) -> list[Liv
         except ValueError:
             nnodes = len(nodes)
         out.append(LiveCluster(name=name, launch=launch, assessment=assess(view, nodes), started=newest[launch],
-                               members=tuple(mine), exited=tuple(c for c in mine if not c.running), complete=len(nodes) >= nnodes))
+                               members=tuple(mine), exited=tuple(c for c in mine if c.state in _GONE),
+                               complete=len(nodes) >= nnodes))
     return out
 
 

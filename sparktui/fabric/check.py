@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import itertools
+import random
 import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
@@ -105,7 +106,7 @@ class IperfPair:
 class FabricOptions:
     size: int = DEFAULT_SIZE  # all_reduce_perf's largest message (-e); iperf3 moves this much per pair
     quick: bool = False  # path + a short iperf3 only
-    port: int = IPERF_PORT
+    port: int = 0  # iperf3's port; 0: one picked per check, so two checks (or a stale server) never meet
 
 
 @dataclass
@@ -262,7 +263,7 @@ class FabricCheck:
         out = IperfPair(client.name, server.name)
         cnode, snode = self.nodes[client.name], self.nodes[server.name]
         sip, cip = self.ip_of(server), self.ip_of(client)
-        port = str(self.options.port)
+        port = str(self.options.port or random.randrange(IPERF_PORT, IPERF_PORT + 4000))
         nbytes = min(self.options.size, QUICK_IPERF_BYTES) if self.options.quick else self.options.size
         # time allowed: the bytes at 1 Gb/s, at least a minute (a slow link is a finding, not a hang)
         limit = max(60.0, nbytes * 8 / 1e9 + 30)
@@ -289,7 +290,8 @@ class FabricCheck:
                     break
                 res = await cnode.run(argv, timeout=limit)
                 text = res.text.strip()
-                if res.ok or "refused" not in (text + res.err_text).lower():
+                # iperf3 3.12 -J exits 0 with "Connection refused" in its JSON: the words decide, not the code
+                if "refused" not in (text + res.err_text).lower():
                     break
                 await asyncio.sleep(0.1 * (attempt + 1))
             if server_task.done() and (res is None or not res.ok):

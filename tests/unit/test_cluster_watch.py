@@ -45,6 +45,20 @@ def test_a_launch_still_creating_its_containers_is_not_half():
     assert eng.state.findings == ()
 
 
+def test_containers_created_but_not_yet_started_are_a_launch_not_a_half_cluster():
+    """Seen on the real-vLLM bed: the head's container "created" a moment before it started was
+    taken for an exited one (half_cluster, "running on no node; spark1 created") during a launch."""
+    eng = engine()
+    eng.process([ContainerChanged("spark1", info("spark1", 0, ContainerState.CREATED))])
+    eng.process([ContainerChanged("spark2", info("spark2", 1, ContainerState.CREATED))])
+    eng.process([ContainerChanged("spark2", info("spark2", 1))])  # one started, the head not yet
+    assert eng.state.findings == ()
+    eng.process([ContainerChanged("spark1", info("spark1", 0))])
+    assert eng.state.findings == ()
+    eng.process([ContainerChanged("spark2", info("spark2", 1, ContainerState.EXITED, 137))])
+    assert {"half_cluster", "worker_died"} <= {f.id for f in eng.state.findings}  # a real death still is
+
+
 def test_a_relaunch_is_watched_afresh():
     eng = engine()
     eng.process([ContainerChanged("spark1", info("spark1", 0)), ContainerChanged("spark2", info("spark2", 1))])

@@ -220,13 +220,13 @@ line_rate_gbps = 0.001
 [[node]]
 name = "a"
 backend = "local"
-fabric_ip = "127.0.0.1"
+fabric_ip = "127.61.0.1"
 fabric_if = "lo"
 role = "head"
 [[node]]
 name = "b"
 backend = "local"
-fabric_ip = "127.0.0.2"
+fabric_ip = "127.61.0.2"
 fabric_if = "lo"
 """
 
