@@ -57,7 +57,7 @@ def test_iperf3_between_two_bed_nodes(bed, e2e, tmp_path):
     assert (pair["client"], pair["server"], pair["error"], pair["streams"]) == ("spark1", "spark2", "", 4)
     assert pair["gbps"] > 0.1 and pair["sent_bps"] > 0
     v = data["verdict"]
-    assert (v["status"], v["source"]) == ("ok", "iperf3 TCP") and v["measured_gbps"] == pytest.approx(pair["gbps"])
+    assert (v["status"], v["source"]) == ("ok", "iperf3 TCP") and v["measured_gbps"] == pytest.approx(pair["gbps"], abs=1e-3)  # the pair rounds to Mb/s
     assert data["all_reduce_perf_note"] == "skipped (--quick)"
     # iperf3 -s -1 served one test and exited: nothing is left listening on the server's address
     ss = subprocess.run(["ss", "-Hltn", "src", f"{a2}:5201"], capture_output=True, text=True, timeout=10)
