@@ -178,6 +178,12 @@ class LiveCluster:
     exited: tuple[ClusterContainer, ...]  # those that exited, died or were removed
     complete: bool  # every node it spans has its container (a launch still making them is not half)
 
+    @property
+    def starting(self) -> bool:
+        """A container made and not yet started, none gone: a launch under way, never half (Docker never
+        takes a started container back to "created", so this holds for a late listing of it too)."""
+        return not self.exited and any(c.state == "created" for c in self.members)
+
 
 def from_info(node: str, c: ContainerInfo) -> ClusterContainer:
     status = c.status or (f"Exited ({c.exit_code})" if c.exit_code is not None else c.state.value)
@@ -234,7 +240,7 @@ def cluster_alarm(containers: Mapping[str, Iterable[ContainerInfo]], findings: I
     for lc in live_clusters(containers):
         since = max(since, lc.started)
         a = lc.assessment
-        if a.state in ("half", "exited") and (lc.complete or lc.exited):
+        if a.state in ("half", "exited") and (lc.complete or lc.exited) and not lc.starting:
             return "error", a.findings[0].title if a.findings else f"cluster {lc.name}: {a.state}"
     recent = [f for f in findings if f.ts >= since and f.severity == "error"]
     for ids, level in ((_BROKEN, "error"), (_DOUBTFUL, "warning")):

@@ -47,8 +47,7 @@ class ClusterWatch:
                 continue
             if state not in ("half", "exited") or key in self.raised:
                 continue
-            starting = any(c.state == "created" for c in lc.members)  # made, not yet started
-            if key not in self.running and (not (lc.complete or lc.exited) or (starting and not lc.exited)):
+            if lc.starting or (key not in self.running and not (lc.complete or lc.exited)):
                 continue  # still being launched
             self.raised.add(key)
             out += [FindingRaised(f, ts=ts) for f in lc.assessment.findings]

@@ -55,6 +55,9 @@ def test_containers_created_but_not_yet_started_are_a_launch_not_a_half_cluster(
     assert eng.state.findings == ()
     eng.process([ContainerChanged("spark1", info("spark1", 0))])
     assert eng.state.findings == ()
+    # a listing made while spark2's container was still "created", arriving after its start event
+    eng.process([ContainersSnapshot("spark2", (info("spark2", 1, ContainerState.CREATED),))])
+    assert eng.state.findings == ()
     eng.process([ContainerChanged("spark2", info("spark2", 1, ContainerState.EXITED, 137))])
     assert {"half_cluster", "worker_died"} <= {f.id for f in eng.state.findings}  # a real death still is
 
