@@ -228,6 +228,10 @@ class RealVllmBed:
             data["node"] = data["node"][:nodes]
             cluster.setdefault("tensor_parallel", nodes)
         env = {**data["cluster"].get("env", {}), **cluster.pop("env", {})}
+        # the beds share one network namespace: a cluster of each test on ports of its own, so a Ray or
+        # torch rendezvous of one bed never makes another bed's launch preflight say port_in_use
+        cluster.setdefault("master_port", _free_port())
+        cluster.setdefault("ray_port", _free_port())
         data["cluster"].update(cluster, env=env)
         data.update(top or {})
         seed_mod.write_config(out, data)

@@ -26,11 +26,13 @@ def test_the_launch_question_fits_the_terminal_and_n_starts_nothing(seed_bed, tm
     import seed as seed_mod  # the scenario's TOML writer
 
     data = tomllib.loads((seed_bed.dir / "cluster.toml").read_text())
-    with socket.socket() as sk:
-        sk.bind(("127.0.0.1", 0))
-        port = sk.getsockname()[1]
+    ports = []
+    for _ in range(3):  # serve, Ray and rendezvous ports of its own: the real-vLLM bed's Ray shares the namespace
+        with socket.socket() as sk:
+            sk.bind(("127.0.0.1", 0))
+            ports.append(sk.getsockname()[1])
     cluster = f"lq{uuid.uuid4().hex[:6]}"  # a cluster of its own: no containers, its own lock
-    data["cluster"].update(name=cluster, serve_port=port)
+    data["cluster"].update(name=cluster, serve_port=ports[0], ray_port=ports[1], master_port=ports[2])
     config = tmp_path / "cluster.toml"
     seed_mod.write_config(config, data)
 
