@@ -36,21 +36,28 @@ class Drill:
 
 
 _DEAD = ("worker_died", "half_cluster")
+_ALL = ("engine", "status", "investigate")
 
 DRILLS: tuple[Drill, ...] = (
     Drill("healthy-10min", "mixed_load", "launch, then 10 minutes of load tests, prompts and idle", (),
           must=("engine", "status", "investigate"), investigate="healthy", minutes=10.0),
-    Drill("worker-killed", "kill_worker", "docker kill -s KILL of the rank-1 container while idle", _DEAD),
+    # a death is named by every channel that looks: the engine, status, and investigate (which reads the
+    # cluster's containers: a rank whose container is gone left no process to find)
+    Drill("worker-killed", "kill_worker", "docker kill -s KILL of the rank-1 container while idle", _DEAD,
+          must=_ALL),
     Drill("worker-killed-under-load", "kill_worker_under_load",
-          "docker kill -s KILL of the rank-1 container during a load test", _DEAD),
-    Drill("head-killed", "kill_head", "docker kill -s KILL of the head (rank-0) container while idle", _DEAD),
+          "docker kill -s KILL of the rank-1 container during a load test", _DEAD, must=_ALL),
+    Drill("head-killed", "kill_head", "docker kill -s KILL of the head (rank-0) container while idle", _DEAD,
+          must=_ALL),
     # the bed's nodes share the host's loopback (fabric_if = "lo" on every node), so any interface with
     # an address reaches the peer: the wrong one is an existing interface without an IPv4 address
     Drill("wrong-gloo-interface", "wrong_interface",
           "spark2's GLOO/NCCL socket interface set to an existing one that cannot reach the peer",
           ("wrong_network_interface", "rendezvous_timeout"), must=("engine",), cluster={"ready_timeout": 120.0}),
+    # refused at the launch's preflight: no container starts, so the engine (which watches containers and
+    # their logs) has nothing to see; the launch that refused says it, in the CLI and in the TUI alike
     Drill("port-taken", "port_taken", "the serve port is held by another process before launch", ("port_in_use",),
-          must=("action", "engine"), investigate=None),
+          must=("action",), investigate=None),
     Drill("kv-too-big", "kv_too_big", "a KV cache larger than the host's memory", ("kv_cache_oom",),
           must=("action", "engine"), investigate=None),
     Drill("unknown-architecture", "unknown_arch", "a model whose architecture the image's vLLM does not know",

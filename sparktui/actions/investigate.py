@@ -127,6 +127,22 @@ class InvestigateAction(Action):
         ctx.emit("serving", "progress", f"/metrics: running {s.running}, waiting {s.waiting}, finished "
                  f"{s.requests_total}, generated tokens {s.generation_tokens_total}", node=head)
 
+    async def _cluster(self, ctx: ActionContext, ev: Evidence) -> None:
+        """The cluster's containers on every node (what `status` reads): a rank whose container exited
+        left no process to find, so only this says it is gone."""
+        from ..probes.cluster import find_cluster
+
+        name = ctx.config.cluster.name
+        try:
+            view = await find_cluster(ctx.nodes, name)
+        except Exception as exc:  # the verdict stands on the other evidence
+            ctx.emit("cluster", "info", f"containers of {name}: not listed ({str(exc)[:120]})")
+            return
+        ev.cluster = {"name": name, "containers": [c.to_json() for c in view.all()]}
+        for c in view.all():
+            ctx.emit("cluster", "progress" if c.running else "warn", f"container {c.name}: {c.status or c.state}",
+                     node=c.node)
+
     async def _ras(self, n, node, t, emit) -> None:
         port = self.ras_port or ras_client.DEFAULT_PORT
         raw = await probe.ras_status(node, fmt="json", port=port)
@@ -264,7 +280,8 @@ class InvestigateAction(Action):
         self.evidence = ev
         timings: dict[str, float] = {}
         async with ctx.step("round 1", f"evidence from {len(ev.nodes)} node(s) at once"):
-            await asyncio.gather(*(self._round(ctx, ev, n, 0) for n in ev.nodes), self._serving(ctx, ev))
+            await asyncio.gather(*(self._round(ctx, ev, n, 0) for n in ev.nodes), self._serving(ctx, ev),
+                                 self._cluster(ctx, ev))
         timings["round1_s"] = round(time.time() - ev.started, 2)
         if any(w.alive for n in ev.nodes for w in n.workers):
             wait = max(0.0, ev.started + self.interval - time.time())

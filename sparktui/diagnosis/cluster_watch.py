@@ -4,6 +4,11 @@ running cluster exits, from the Docker events the engine already receives, with 
 
 A launch is watched once every node it spans has its container: a launch still creating them is not
 half, unless one of them already exited.  One set of findings per launch (a relaunch is a new one).
+
+A container that ended on its own (an exit code below 128: the process raised or called exit) wrote why
+in its last lines, and Docker's "die" event can beat those lines here: its half_cluster waits for an
+error finding from that container's log, at most ``HOLD_S``, so the cause is on screen before (and ranked
+above) its consequence.  A rank killed by a signal (137, 143) left no words: it is raised at once.
 """
 
 from __future__ import annotations
@@ -15,11 +20,16 @@ from ..model import ContainerChanged, ContainersSnapshot, ContainerState, Findin
 from .cluster import LiveCluster, catalogued_finding, head_engine_dead, live_clusters
 
 
+HOLD_S = 5.0
+
+
 class ClusterWatch:
     def __init__(self) -> None:
         self.containers: dict[str, dict[str, object]] = {}  # node -> name -> ContainerInfo
         self.running: set[tuple[str, str]] = set()  # (cluster, launch) seen whole
         self.raised: set[tuple[str, str]] = set()
+        self.held: dict[tuple[str, str], float] = {}  # (cluster, launch) -> raise by this time at the latest
+        self.erred: set[str] = set()  # "node/container" sources whose log raised an error finding
 
     def feed(self, event) -> Iterable:
         if isinstance(event, ContainersSnapshot):
@@ -32,10 +42,27 @@ class ClusterWatch:
         elif isinstance(event, ContainerChanged):
             self.containers.setdefault(event.node, {})[event.container.name] = event.container
         elif isinstance(event, FindingRaised):
-            return self._engine_dead(event)
+            if event.finding.severity == "error":
+                self.erred.add(event.finding.source)
+            return [*self._engine_dead(event), *(self._check(event.ts) if self.held else ())]
         else:
             return ()
         return self._check(event.ts)
+
+    def tick(self, now: float) -> list:
+        return self._check(now) if self.held else []
+
+    def _waiting_for_words(self, lc: LiveCluster, key: tuple[str, str], ts: float) -> bool:
+        """Hold the raise while a container that ended on its own has not yet said why (see the top)."""
+        own = [c for c in lc.exited if c.exit_code is not None and 0 < c.exit_code < 128]
+        if not own or all(f"{c.node}/{c.name}" in self.erred for c in own):
+            self.held.pop(key, None)
+            return False
+        until = self.held.setdefault(key, ts + HOLD_S)
+        if ts >= until:
+            del self.held[key]
+            return False
+        return True
 
     def _check(self, ts: float) -> list:
         out: list = []
@@ -49,6 +76,8 @@ class ClusterWatch:
                 continue
             if lc.starting or (key not in self.running and not (lc.complete or lc.exited)):
                 continue  # still being launched
+            if self._waiting_for_words(lc, key, ts):
+                continue
             self.raised.add(key)
             out += [FindingRaised(f, ts=ts) for f in lc.assessment.findings]
             out += [FindingRaised(f, ts=ts) for f in _died(lc)]

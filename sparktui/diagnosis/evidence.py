@@ -65,7 +65,8 @@ def write_bundle(ev: Evidence, path: str | os.PathLike, verdict: dict | None = N
     root = Path(path)
     meta = {"sparktui_bundle": BUNDLE_VERSION, "nodes": [n.node for n in ev.nodes], "started": ev.started,
             "finished": ev.finished, "interval": ev.interval, "source": ev.source,
-            "fabric_ips": ev.fabric_ips, "expected_hcas": ev.expected_hcas}
+            "fabric_ips": ev.fabric_ips, "expected_hcas": ev.expected_hcas, "serving": ev.serving,
+            "cluster": ev.cluster}
     try:
         private_dir(root)
         with SafeDir(root) as top:
@@ -287,7 +288,7 @@ def _bundle(rd: _Reader, top: SafeDir, entries: dict[str, str]) -> Evidence:
             nodes.append(_read_node_dir(rd, d, "ev", name, info))
     return Evidence(nodes=nodes, started=meta["started"], finished=meta["finished"], interval=meta["interval"],
                     source="offline", fabric_ips=meta["fabric_ips"], expected_hcas=meta["expected_hcas"],
-                    read_notes=rd.notes)
+                    serving=meta["serving"], cluster=meta["cluster"], read_notes=rd.notes)
 
 
 def _capture(rd: _Reader, d: SafeDir, prefix: str) -> Evidence:

@@ -76,6 +76,9 @@ class Evidence:
     read_notes: list[str] = field(default_factory=list)  # what reading a bundle cut short or dropped
     # the head's /metrics per round: {"t", "node", "up", "running", "waiting", "finished", "tokens"}
     serving: list[dict] = field(default_factory=list)
+    # the cluster's own containers, as `status` lists them: {"name", "containers": [{"node", "name", "state",
+    # "status", "rank", "exit_code", "launch"}]}; a rank whose container exited is gone however quiet the rest
+    cluster: dict = field(default_factory=dict)
 
     def node(self, name: str) -> NodeEvidence:
         for n in self.nodes:

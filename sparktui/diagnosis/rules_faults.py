@@ -61,14 +61,42 @@ def rule_r1(ctx: RuleContext) -> Verdict | None:
                 conf = max(conf, 0.85)
         # an unreachable node is not evidence of a dead peer (a changed host key, a refused login):
         # verdict.decide() reports it as not inspected instead
+    gone, others_run = _exited_containers(ctx)
+    for c in gone:
+        code = f" ({c['exit_code']})" if c.get("exit_code") is not None else ""
+        ctx.note(c["node"], f"container {c['name']} ({_rank_of(c)}) {c['state']}{code}: {c.get('status', '')}".rstrip(": "))
+        why.append(f"its container {c['state']}{code}")
+        conf = max(conf, 0.9)
     if not why:
         return None
     who = rank_labels(dead) if dead else "a peer"
     ids = ["engine_dead"] if not dead else ["nccl_network_error"]
+    if gone:
+        # the container is the fact here: what ran the rank is gone, whatever the logs of the others say yet
+        who = ", ".join([*(f"{_rank_of(c)} on {c['node']}" for c in gone), *([rank_labels(dead)] if dead else [])])
+        ids = ["worker_died", *(["half_cluster"] if others_run else []), *(i for i in ids if i != "engine_dead")]
     if any("OOM kill" in w for w in why):
         ids.insert(0, "host_oom_killed")
     return ctx.make("R1", True, ids, conf + 0.03 * (len(why) - 1),
                   who=who, why="; ".join(dict.fromkeys(why)))
+
+
+def _rank_of(c: dict) -> str:
+    return f"rank {c['rank']}" if c.get("rank") is not None else "a rank"
+
+
+def _exited_containers(ctx: RuleContext) -> tuple[list[dict], bool]:
+    """The cluster's containers that ran and stopped (exited or dead; a created one may be a launch
+    under way), and whether another of the same launch still runs.  A clean exit (0) of every one is a
+    stopped cluster, not a death; one that ends while its peers run is a dead peer whatever its code."""
+    rows = [c for c in (ctx.ev.cluster or {}).get("containers", []) if isinstance(c, dict)]
+    running = [c for c in rows if c.get("state") in ("running", "restarting")]
+    launches = {c.get("launch") for c in running}
+    stopped = [c for c in rows if c.get("state") in ("exited", "dead")
+               and (not running or c.get("launch") in launches)]
+    if not running:
+        stopped = [c for c in stopped if c.get("exit_code") not in (0,)]
+    return stopped, bool(running)
 
 
 _OOM_VICTIM = re.compile(r"Killed process (\d+) \(([^)]*)\)")

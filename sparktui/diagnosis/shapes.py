@@ -161,7 +161,34 @@ def meta(data: Any, where: str) -> dict:
         "interval": number(data, "interval", where, 25.0, optional=False),
         "fabric_ips": str_map(data, "fabric_ips", where),
         "expected_hcas": {k: str_list(hcas, k, where, field=f"expected_hcas.{_name(k)}") for k in hcas},
+        "serving": _rows(data, "serving", where),
+        "cluster": _cluster(data, where),
     }
+
+
+_SCALAR = (str, int, float, bool, type(None))
+
+
+def _rows(data: dict, key: str, where: str) -> list[dict]:
+    """A list of flat objects of scalars (the head's /metrics rounds, the cluster's containers)."""
+    rows = data.get(key) or []
+    if not isinstance(rows, list):
+        raise _fail(where, key, rows, "a list of objects")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or not all(isinstance(v, _SCALAR) for v in row.values()):
+            raise _fail(where, f"{key}[{i}]", row, "an object of plain values")
+    return rows
+
+
+def _cluster(data: dict, where: str) -> dict:
+    c = data.get("cluster") or {}
+    obj(c, where, "cluster")
+    if not c:
+        return {}
+    name = c.get("name", "")
+    if not isinstance(name, str):
+        raise _fail(where, "cluster.name", name, "a cluster name")
+    return {"name": name, "containers": _rows(c, "containers", f"{where} cluster")}
 
 
 WORKER_KEYS = ("pid", "rank", "world_size", "alive", "cmdline", "container", "env", "libnccl", "libnccl_sha256",

@@ -273,6 +273,10 @@ async def test_a_relaunch_resolves_the_previous_findings(real_vllm_bed, tmp_path
         await run_plan(cfg, healthy_plan(HEALTHY_MINUTES))
         healthy = evaluate(rec.samples, 0.0, (), 0.0, rec.errors)
         assert healthy.ok, healthy.why
+        # investigate on the same healthy serving cluster: healthy, exit 0, the evidence saying why
+        r = await asyncio.to_thread(bed.cli, "investigate", "--json", "--interval", "3", config=cfg, timeout=180)
+        verdict = _json(r)["data"]["verdict"]
+        assert r.returncode == 0 and verdict["state"] == "healthy", verdict
 
         drill = by_name("worker-killed")
         fault_t = time.monotonic()
@@ -281,6 +285,10 @@ async def test_a_relaunch_resolves_the_previous_findings(real_vllm_bed, tmp_path
         killed = evaluate(rec.samples, fault_t, drill.expected, WORKER_KILLED_S, rec.errors)
         assert killed.ok, killed.why
         assert "suspected_hang" not in [s.id for s in rec.samples]
+        # investigate now: the head still answers /metrics with nothing queued, but rank 1's container is gone
+        r = await asyncio.to_thread(bed.cli, "investigate", "--json", "--interval", "3", config=cfg, timeout=180)
+        verdict = _json(r)["data"]["verdict"]
+        assert r.returncode == 1 and verdict["finding_ids"][0] == "worker_died", verdict
 
         with pytest.raises(Exception):  # the head finds out at its next collective, and dies
             await asyncio.to_thread(_chat, _port(cfg))

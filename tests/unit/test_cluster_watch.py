@@ -96,3 +96,47 @@ def test_the_head_serving_line_turns_red_with_the_reason_when_the_worker_exits()
             assert "spark2 exited (137)" in str(line.render())
 
     asyncio.run(go())
+
+
+def _log(node: str, name: str, path):
+    from sparktui.model import LogBatch, LogLine
+
+    text = path.read_text(errors="replace").splitlines()
+    return LogBatch(node, name, tuple(LogLine(node, name, t, seq=i + 1) for i, t in enumerate(text)))
+
+
+def test_a_rank_that_exited_on_its_own_error_is_named_by_its_log_before_the_half_cluster():
+    """The wrong-gloo-interface drill: Docker's die event (exit 1) came before the rank's last lines, and
+    half_cluster was ranked first until the cause arrived.  A rank that exited on its own said why: the
+    half waits for its log's error finding (real capture: NCCL found no socket interface)."""
+    from pathlib import Path
+
+    fix = Path(__file__).parent.parent / "fixtures" / "nccl-2gpu" / "bad_ifname.rank0.log"
+    eng = engine()
+    eng.process([ContainersSnapshot("spark1", (info("spark1", 0),)), ContainersSnapshot("spark2", (info("spark2", 1),))])
+    eng.process([ContainerChanged("spark1", info("spark1", 0, ContainerState.EXITED, 1))])
+    assert eng.ranked_findings() == []  # nothing ranked yet: the cause is on its way
+    eng.process([_log("spark1", "tiny_vllm", fix)])
+    ranked = [f.id for f in eng.ranked_findings()]
+    assert ranked and ranked[0] in ("wrong_network_interface", "nccl_network_error"), ranked
+    assert "half_cluster" in ranked and ranked.index("half_cluster") > 0, ranked
+
+
+def test_a_silent_own_exit_is_raised_after_the_hold_and_a_kill_at_once():
+    import time
+
+    from sparktui.diagnosis import cluster_watch
+
+    watch = ClusterWatch()
+    t0 = time.time()
+    list(watch.feed(ContainersSnapshot("spark1", (info("spark1", 0),), ts=t0)))
+    list(watch.feed(ContainersSnapshot("spark2", (info("spark2", 1),), ts=t0)))
+    assert list(watch.feed(ContainerChanged("spark2", info("spark2", 1, ContainerState.EXITED, 1), ts=t0 + 1))) == []
+    assert watch.tick(t0 + 2) == []
+    late = watch.tick(t0 + 1 + cluster_watch.HOLD_S)  # no words came: the state alone is said
+    assert {e.finding.id for e in late} == {"half_cluster", "worker_died"}
+    killed = ClusterWatch()
+    list(killed.feed(ContainersSnapshot("spark1", (info("spark1", 0, launch="L2"),), ts=t0)))
+    list(killed.feed(ContainersSnapshot("spark2", (info("spark2", 1, launch="L2"),), ts=t0)))
+    now = killed.feed(ContainerChanged("spark2", info("spark2", 1, ContainerState.EXITED, 137, launch="L2"), ts=t0 + 1))
+    assert {e.finding.id for e in now} == {"half_cluster", "worker_died"}
