@@ -17,7 +17,7 @@ import inspect
 import json
 from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable, Mapping, Sequence, Union
 
-from ..nodes.base import CommandResult, NodeError, NotSupported
+from ..nodes.base import CommandResult, Node, NodeError, NotSupported
 from ..units import GIB
 from . import formats, physics
 from .script import MODEL_GIB
@@ -42,8 +42,8 @@ class SimFileNotFound(NodeError, FileNotFoundError):
     """What the ssh/local nodes raise for a missing file (NodeError), also a FileNotFoundError."""
 
 
-class SimNode:
-    backend = "sim"
+class SimNode(Node):
+    backend = "sim"  # no TCP channels, no log relay, no connection to lose: the defaults of Node
 
     def __init__(self, cluster: "SimCluster", name: str, commands: Mapping[str, Handler] | None = None) -> None:
         self.cluster = cluster
