@@ -1,4 +1,4 @@
-"""SimNode: the Node protocol (nodes/base.py) over a SimCluster's simulated state.
+"""SimNode: a Node (nodes/base.py) over a SimCluster's simulated state.
 
 ``run(argv)`` dispatches on argv[0] through the node's command table, which its SimCluster hands it
 (sim/commands.py's tools, then sim/evidence.py's hang evidence: RAS, py-spy, /proc/PID/task), plus
@@ -75,7 +75,7 @@ class SimNode(Node):
     def containers(self, t: float | None = None):
         return self.cluster.timeline(self.name, live=True).containers(self.now_t() if t is None else t)
 
-    # ------------------------------------------------------------------ Node protocol
+    # ------------------------------------------------------------------ Node
     async def connect(self) -> None:
         return None
 
