@@ -12,6 +12,7 @@ from sparktui.commands.diagnose import analyse
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "fixtures" / "corpus"
+NCCL_2GPU = ROOT / "tests" / "fixtures" / "nccl-2gpu"  # a real two-GPU run's logs and captures
 sys.path.insert(0, str(ROOT / "scripts"))
 from score_corpus import load_cases, part_of, read_header  # noqa: E402,F401 (the tests' way to them)
 
@@ -55,3 +56,57 @@ def diagnose_lines(lines: list[str]) -> list:
     d.feed_lines("t", lines)
     d.finish()
     return d.findings
+
+
+# the fields every catalogue entry needs, for a test's own one-entry catalogue (``parse_catalogue``)
+CATALOGUE_ENTRY = '''
+[[finding]]
+id = "x"
+severity = "error"
+title = "t"
+explanation = "e"
+advice = "a"
+'''
+
+
+def body(rel: str) -> list[str]:
+    """The log lines of a held-in excerpt, without the header."""
+    (path,) = held_in(rel)
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return lines[len(read_header(Path(path))):]
+
+
+def scan_named(lines: list[str]) -> list[str]:
+    """Error/warning ids of one scanner over ``lines``, ranked as `sparktui diagnose` ranks them."""
+    from sparktui.diagnosis.catalogue import default_catalogue
+    from sparktui.diagnosis.classifier import SourceScanner
+    from sparktui.diagnosis.ranking import rank_findings
+
+    sc = SourceScanner("t")
+    sc.feed(lines)
+    sc.finish()
+    return [f.id for f in rank_findings(sc.findings, default_catalogue()) if f.severity != "info"]
+
+
+def ranked(rel: str, tmp_path: Path) -> list[str]:
+    """Error/warning ids, ranked, of a held-in case fed without its header (``bare_findings``)."""
+    return [f.id for f in bare_findings(rel, tmp_path) if f.severity != "info"]
+
+
+def bare_errors(rel: str, tmp_path: Path) -> list[str]:
+    """The error ids of a held-in case fed without its header (``bare_findings``)."""
+    return [f.id for f in bare_findings(rel, tmp_path) if f.severity == "error"]
+
+
+def line_errors(lines: list[str]) -> list[str]:
+    """The error ids of lines fed as one source (``diagnose_lines``)."""
+    return [f.id for f in diagnose_lines(lines) if f.severity == "error"]
+
+
+def fact_of(line: str):
+    """The catalogue fact one line states (last_words' structural facts), or None."""
+    from sparktui.diagnosis.catalogue import default_catalogue
+    from sparktui.diagnosis.last_words import facts
+
+    got = facts([(1, line)], default_catalogue().entries)
+    return got[1] if got else None

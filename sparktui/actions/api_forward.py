@@ -20,7 +20,8 @@ class KeepForwardAction(Action):
                 url, node, via = await base_url(ctx.config, ctx.nodes)
             except ServingError as exc:
                 raise ActionFailed(f"no forward: {exc}") from None
-            forwarded = via == "forward" and getattr(ctx.nodes.get(node), "backend", "") == "ssh"
+            head = ctx.nodes.get(node)
+            forwarded = via == "forward" and head is not None and head.backend == "ssh"
             if forwarded:
                 rec.message = f"{url} forwards to {node}:{ctx.config.cluster.serve_port} while sparktui runs"
             else:

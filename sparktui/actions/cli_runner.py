@@ -123,7 +123,7 @@ def _shared_timeline(config: Config, nodes: dict, action: Action):
     if not action.mutating or not config.nodes:
         return None
     head = nodes.get(config.head.name)
-    if head is None or getattr(head, "backend", "") == "sim":
+    if head is None or head.backend == "sim":
         return None
     from .lock import PROCESS_SESSION
     from .shared_timeline import TimelineWriter

@@ -334,7 +334,7 @@ class ClusterLock:
         if config.nodes:
             head = config.head.name
             names = [head] + [n for n in names if n != head]
-        handles = [nodes[n] for n in names if n in nodes and getattr(nodes[n], "backend", "") != "sim"]
+        handles = [nodes[n] for n in names if n in nodes and nodes[n].backend != "sim"]
         if not handles:
             return None
         root = root or os.environ.get("SPARKTUI_LOCK_ROOT") or None

@@ -105,11 +105,8 @@ class NodeCollectors:
         if not yes:
             self._asked.add(exc.fingerprint)
             return False
-        trust = getattr(self.node, "trust_offered_key", None)
-        if trust is None:
-            return False
-        try:
-            await asyncio.to_thread(trust, exc.fingerprint)
+        try:  # NotSupported (a NodeError) from a backend that keeps no host keys
+            await asyncio.to_thread(self.node.trust_offered_key, exc.fingerprint)
         except (NodeError, OSError) as err:
             log.warning("%s: could not record the host key: %s", self.node_name, err)
             return False
@@ -141,20 +138,19 @@ class NodeCollectors:
                 serving_loop(self.node, self.node_name, emit, cfg.cluster.serve_host, cfg.cluster.serve_port,
                              api_key=cfg.api_key(), interval=iv.serving, idle_interval=iv.serving_idle),
                 name="serving"))
-        wait_lost = getattr(self.node, "wait_lost", None)
-        lost = asyncio.create_task(wait_lost() if wait_lost else asyncio.Event().wait(), name="lost")
+        lost = asyncio.create_task(self.node.wait_lost(), name="lost")
         try:
             pending = set(self._tasks) | {lost}
             while True:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 if lost in done:
-                    return getattr(self.node, "last_error", None) or "connection lost"
+                    return self.node.last_error or "connection lost"
                 for t in done:
                     exc = t.exception()
                     if isinstance(exc, NodeError):
                         # a sampler's channel failed: if the connection is really gone, `lost` fires
                         # at once; otherwise treat it as lost ourselves and reconnect
-                        if not getattr(self.node, "connected", True):
+                        if not self.node.connected:
                             return str(exc)
                         await self.node.close()
                         return str(exc)

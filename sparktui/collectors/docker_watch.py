@@ -12,7 +12,8 @@ import logging
 import time
 from typing import Any
 
-from ..logs.follow import LogCursor, LogFollower, in_thread, start_thread
+from ..logs.follow import LogCursor, LogFollower
+from ..transport.threads import in_thread, start_thread
 from ..waiting import Backoff, get_within
 from ..model import ContainerChanged, ContainerInfo, ContainersSnapshot, ContainerState, DockerStatus, Emit
 from ..probes.containers import STATE_ACTIONS, from_event, from_inspect, is_own_probe, removed
@@ -168,7 +169,7 @@ class DockerWatch:
     async def _follow(self, f: LogFollower, info: ContainerInfo, catching_up: bool = False) -> None:
         import docker
 
-        opener = getattr(self.node, "open_log_stream", None)
+        opener = self.node.open_log_stream if self.node.relays_logs else None
         try:
             if catching_up:
                 await f.catch_up(self._client, opener)

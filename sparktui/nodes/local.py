@@ -10,8 +10,8 @@ import asyncio
 import os
 from typing import TYPE_CHECKING, AsyncIterator, Sequence
 
-from ..logs.follow import in_thread
-from .base import CommandResult, NodeError, NotSupported
+from ..transport.threads import in_thread
+from .base import CommandResult, Node, NodeError, NotSupported
 
 if TYPE_CHECKING:
     import docker
@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from ..config import NodeConfig
 
 
-class LocalNode:
+class LocalNode(Node):
     backend = "local"
+    opens_tcp = True
 
     def __init__(self, cfg: "NodeConfig") -> None:
         self.cfg = cfg

@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, AsyncIterator, Sequence
 import asyncssh
 
 from . import hostkeys
-from ..logs.follow import RelayedLogStream, in_thread, split_head
-from .base import CommandResult, HostKeyError, NodeError, NodeUnreachable, NotSupported, quote_argv
+from ..transport.docker_http import RelayedLogStream, split_head
+from ..transport.threads import in_thread
+from .base import CommandResult, HostKeyError, Node, NodeError, NodeUnreachable, NotSupported, quote_argv
 
 if TYPE_CHECKING:
     import docker
@@ -74,8 +75,10 @@ class _Client(asyncssh.SSHClient):
         self._node._on_lost(self, exc)
 
 
-class SshNode:
+class SshNode(Node):
     backend = "ssh"
+    opens_tcp = True
+    relays_logs = True
 
     def __init__(self, cfg: "NodeConfig", *, keepalive_interval: float = 15.0, keepalive_count: int = 3,
                  connect_timeout: float = 10.0) -> None:
@@ -297,7 +300,7 @@ class SshNode:
 
     async def open_log_stream(self, path: str, tty: bool) -> RelayedLogStream | None:
         """The Engine's answer to ``GET path`` (a container's log) relayed in blocks by a small
-        program on the node (logs/node_relay.py) over a channel of its own; None when the node has
+        program on the node (transport/node_relay.py) over a channel of its own; None when the node has
         no python3, every relay slot is taken, or the relay got no answer (the caller then reads the
         forwarded Docker socket)."""
         if self._no_relay or self._relays >= MAX_RELAYS:
@@ -486,7 +489,7 @@ async def _sftp_read(sftp: "asyncssh.SFTPClient", path: str) -> bytes:
 def _relay_source() -> str:
     from importlib.resources import files
 
-    return files("sparktui.logs").joinpath("node_relay.py").read_text(encoding="utf-8")
+    return files("sparktui.transport").joinpath("node_relay.py").read_text(encoding="utf-8")
 
 
 def _bytes(x: object) -> bytes:

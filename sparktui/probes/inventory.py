@@ -157,7 +157,7 @@ async def _links(node: Node, inv: Inventory) -> None:
 
 
 async def _docker(node: Node, inv: Inventory, configured: str | None) -> None:
-    from ..logs.follow import in_thread
+    from ..transport.threads import in_thread
 
     try:
         extra = [configured] if configured else []

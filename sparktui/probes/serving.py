@@ -65,11 +65,8 @@ class ChatAnswer:
 async def endpoint(node: Node, host: str, port: int) -> str:
     """``http://ADDR:PORT`` reaching host:port as ``node`` sees it."""
     target = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    local_port = getattr(node, "local_port", None)
-    if local_port is None:
-        raise ServingError(f"{node.name}: this node backend cannot reach its serve port", kind="unreachable")
-    try:
-        addr, lport = await local_port(target, port)
+    try:  # a backend that cannot reach it raises NotSupported (a NodeError) with the same words
+        addr, lport = await node.local_port(target, port)
     except NodeError as exc:
         raise ServingError(str(exc), kind="unreachable") from None
     return f"http://{addr}:{lport}"

@@ -103,9 +103,8 @@ async def connect(node: "Node", targets: list[str], *, timeout: float = 20.0) ->
 
 
 async def ras_status(node: "Node", *, fmt: str = "json", port: int = ras.DEFAULT_PORT, timeout: float = 5.0) -> str:
-    opener = getattr(node, "open_tcp", None)
-    if opener is not None:  # a channel on the node's existing connection: no process per poll
-        return await ras.query_async("127.0.0.1", port, timeout=timeout, fmt=fmt, opener=opener)
+    if node.opens_tcp:  # a channel on the node's existing connection: no process per poll
+        return await ras.query_async("127.0.0.1", port, timeout=timeout, fmt=fmt, opener=node.open_tcp)
     argv = script_argv(ras, "ras", "--port", str(port), "--timeout", str(int(timeout)), "--format", fmt)
     try:
         res = await node.run(argv, timeout=timeout + 20)

@@ -1,4 +1,4 @@
-"""SimNode: the Node protocol (nodes/base.py) over a SimCluster's simulated state.
+"""SimNode: a Node (nodes/base.py) over a SimCluster's simulated state.
 
 ``run(argv)`` dispatches on argv[0] through the node's command table, which its SimCluster hands it
 (sim/commands.py's tools, then sim/evidence.py's hang evidence: RAS, py-spy, /proc/PID/task), plus
@@ -17,7 +17,7 @@ import inspect
 import json
 from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable, Mapping, Sequence, Union
 
-from ..nodes.base import CommandResult, NodeError, NotSupported
+from ..nodes.base import CommandResult, Node, NodeError, NotSupported
 from ..units import GIB
 from . import formats, physics
 from .script import MODEL_GIB
@@ -42,8 +42,8 @@ class SimFileNotFound(NodeError, FileNotFoundError):
     """What the ssh/local nodes raise for a missing file (NodeError), also a FileNotFoundError."""
 
 
-class SimNode:
-    backend = "sim"
+class SimNode(Node):
+    backend = "sim"  # no TCP channels, no log relay, no connection to lose: the defaults of Node
 
     def __init__(self, cluster: "SimCluster", name: str, commands: Mapping[str, Handler] | None = None) -> None:
         self.cluster = cluster
@@ -75,7 +75,7 @@ class SimNode:
     def containers(self, t: float | None = None):
         return self.cluster.timeline(self.name, live=True).containers(self.now_t() if t is None else t)
 
-    # ------------------------------------------------------------------ Node protocol
+    # ------------------------------------------------------------------ Node
     async def connect(self) -> None:
         return None
 

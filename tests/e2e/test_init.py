@@ -7,12 +7,13 @@ import os
 import signal
 import subprocess
 import select
-import sys
 from pathlib import Path
 
 import pytest
 
 from sparktui.config import load_config
+
+from cli_helpers import sparktui_cli
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,28 +32,21 @@ def _home(bed, tmp_path: Path) -> Path:
     return home
 
 
-def _cli(home: Path, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = dict(os.environ, HOME=str(home), PYTHONPATH=str(ROOT))
-    env.pop("SPARKTUI_CONFIG", None)
-    env.pop("XDG_CONFIG_HOME", None)
-    return subprocess.run([sys.executable, "-m", "sparktui", *argv], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=timeout, stdin=subprocess.DEVNULL)
-
-
 def test_init_then_status_passes(bed, tmp_path):
     home = _home(bed, tmp_path)
     out = tmp_path / "cluster.toml"
-    r = _cli(home, "init", "--host", "spark1", "--host", "spark2", "--output", str(out), "--yes")
+    r = sparktui_cli("init", "--host", "spark1", "--host", "spark2", "--output", str(out), "--yes", home=home,
+                     timeout=120)
     assert r.returncode == 0, r.stderr
     cfg = load_config(out)
     assert [n.name for n in cfg.nodes] == ["spark1", "spark2"] and cfg.head.name == "spark1"
     for n in cfg.nodes:  # the socket found is the node's own dockerd (DOCKER_HOST of its session)
         assert n.docker_socket == bed.nodes[n.name]["docker_socket"]
     assert "sparktui-base:bookworm" in out.read_text()  # the bed's image was seen on both nodes
-    st = _cli(home, "status", "--config", str(out))
+    st = sparktui_cli("status", "--config", str(out), home=home, timeout=120)
     assert st.returncode == 0, st.stdout + st.stderr
     # without --yes the file is kept
-    again = _cli(home, "init", "--host", "spark1", "--output", str(out))
+    again = sparktui_cli("init", "--host", "spark1", "--output", str(out), home=home, timeout=120)
     assert again.returncode == 2 and "--yes" in again.stderr
 
 
@@ -82,7 +76,8 @@ def test_node_without_docker_is_one_line(bed, tmp_path):
         os.close(fd)
         assert ready, "dockerd of spark2 did not stop within 60 s"  # (exited; maybe not reaped yet)
         out = tmp_path / "c.toml"
-        r = _cli(home, "init", "--host", "spark1", "--host", "spark2", "--output", str(out), "--yes")
+        r = sparktui_cli("init", "--host", "spark1", "--host", "spark2", "--output", str(out), "--yes", home=home,
+                         timeout=120)
         assert r.returncode == 1
         about = [ln for ln in r.stderr.splitlines() if ln.startswith("sparktui init: spark2:")]
         assert len(about) == 1 and "Docker" in about[0], r.stderr

@@ -18,6 +18,8 @@ from sparktui.collectors import make_sources
 from sparktui.nodes import make_node
 from sparktui.session import Session
 
+from ssh_helpers import key_fingerprint
+
 pytestmark = pytest.mark.e2e
 
 COUNTER = "i=0; while true; do i=$((i+1)); echo \"line $i of {name}\"; sleep {pause}; done"
@@ -211,17 +213,10 @@ async def test_unknown_host_key_in_collectors_reports_fingerprint(bed, tmp_path)
         await asyncio.gather(task, return_exceptions=True)
         await col.close()
     e = next(x for x in events if isinstance(x, NodeReachability))
-    fp = _fingerprint(bed.host_key_pub("spark1"))
+    fp = key_fingerprint(bed.host_key_pub("spark1"))
     assert fp in (e.error or "") and "unknown" in e.error
     assert e.retry_in == 10.0  # a host-key problem needs a person: no fast retries
     assert not any(isinstance(x, MemorySample) for x in events)
-
-
-def _fingerprint(pub: Path) -> str:
-    import subprocess
-
-    out = subprocess.run(["ssh-keygen", "-lf", str(pub)], capture_output=True, text=True, check=True).stdout
-    return out.split()[1]
 
 
 async def test_host_key_prompt_yes_records_key_and_connects(bed, tmp_path):
@@ -250,7 +245,7 @@ async def test_host_key_prompt_yes_records_key_and_connects(bed, tmp_path):
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await col.close()
-    assert len(asked) == 1 and asked[0].fingerprint == _fingerprint(bed.host_key_pub("spark2"))
+    assert len(asked) == 1 and asked[0].fingerprint == key_fingerprint(bed.host_key_pub("spark2"))
     assert not asked[0].changed
     addr = bed.nodes["spark2"]["address"]  # known_hosts names a port other than 22 with the address
     assert kh.read_text().split()[0] == (addr if cfg.port in (0, 22) else f"[{addr}]:{cfg.port}")

@@ -16,6 +16,8 @@ import pytest
 
 from sparktui.config import load_config
 
+from ssh_helpers import key_fingerprint
+
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,10 +70,6 @@ def _other_key_line(bed, node: str, tmp_path: Path) -> str:
     return f"{real[0]} " + " ".join((tmp_path / "other.pub").read_text().split()[:2]) + "\n"
 
 
-def _fingerprint(pub: Path) -> str:
-    return subprocess.run(["ssh-keygen", "-lf", str(pub)], capture_output=True, text=True, check=True).stdout.split()[1]
-
-
 class SshdLog:
     """What one node's sshd logged since the test began."""
 
@@ -117,7 +115,7 @@ def test_home_ssh_config_user_known_hosts_file_is_honoured(bed, tmp_path):
     r = _cli(home, "status", "--json", "--config", str(cfg))
     assert r.returncode == 1
     err = _status(r)["spark1"]["error"]
-    assert "CHANGED" in err and _fingerprint(bed.host_key_pub("spark1")) in err and str(kh) in err
+    assert "CHANGED" in err and key_fingerprint(bed.host_key_pub("spark1")) in err and str(kh) in err
 
 
 def test_node_ssh_config_known_hosts_none_is_refused(bed, tmp_path):
@@ -144,7 +142,7 @@ def test_changed_key_is_refused_whatever_ssh_config_says(bed, tmp_path):
     assert r.returncode == 1
     n = _status(r)["spark1"]
     assert not n["reachable"] and n["host_key"]["changed"] is True
-    assert n["host_key"]["fingerprint"] == _fingerprint(bed.host_key_pub("spark1"))
+    assert n["host_key"]["fingerprint"] == key_fingerprint(bed.host_key_pub("spark1"))
     seen = log.since()
     assert "Connection from" in seen and "Accepted" not in seen and "publickey" not in seen
 
@@ -229,7 +227,7 @@ def test_investigate_with_a_changed_host_key_says_not_inspected(bed, tmp_path):
     assert v["rule"] == "uninspected" and "Peer dead" not in v["title"]
     assert v["title"].startswith("spark2 could not be inspected: host key of") and "CHANGED" in v["title"]
     assert "host key" in v["next_action"] and "Restart BOTH" not in v["next_action"]
-    assert _fingerprint(bed.host_key_pub("spark2")) in "\n".join(v["evidence"]["spark2"])
+    assert key_fingerprint(bed.host_key_pub("spark2")) in "\n".join(v["evidence"]["spark2"])
     nodes = out["data"]["nodes"]
     assert nodes["spark1"]["reachable"] is True and nodes["spark2"]["reachable"] is False
     assert v["details"]["uninspected"]["spark2"].startswith("host key of")

@@ -9,12 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from ssh_helpers import key_fingerprint
+
 pytestmark = pytest.mark.e2e
-
-
-def _fingerprint(pub: Path) -> str:
-    out = subprocess.run(["ssh-keygen", "-lf", str(pub)], capture_output=True, text=True, check=True).stdout
-    return out.split()[1]
 
 
 def _config_with(bed, tmp_path: Path, **node_overrides: str) -> Path:
@@ -75,7 +72,7 @@ def test_host_key_refused_with_fingerprint_nothing_else_sent(bed, e2e, tmp_path,
     start = log.stat().st_size
     r = e2e.run_cli("status", "--config", str(cfg))
     assert r.returncode == 1
-    fp = _fingerprint(bed.host_key_pub("spark1"))
+    fp = key_fingerprint(bed.host_key_pub("spark1"))
     assert fp.startswith("SHA256:") and fp in r.stderr
     assert ("CHANGED" if changed else "unknown") in r.stderr
     # the hint adds exactly the key shown (no ssh-keyscan re-fetch) and names the fingerprint to compare

@@ -31,6 +31,8 @@ from sparktui.model import LinkInfo
 from sparktui.nodes.local import LocalNode
 from sparktui.probes.inventory import FoundModel, Inventory, RdmaDevice, probe_inventory
 
+from cli_helpers import sparktui_cli
+
 ROOT = Path(__file__).resolve().parents[2]
 
 INJECT = 'X\napi_base = "http://ATTACKER"\n#'
@@ -183,13 +185,6 @@ def test_toml_writer_refuses_nan_and_other_types():
 
 
 # ------------------------------------------------------------------ the ssh config (Low items)
-def _cli(*argv: str, home: Path, timeout: float = 60) -> subprocess.CompletedProcess:
-    env = dict(os.environ, HOME=str(home), PYTHONPATH=str(ROOT))
-    env.pop("SPARKTUI_CONFIG", None)
-    return subprocess.run([sys.executable, "-m", "sparktui", *argv], capture_output=True, text=True, env=env,
-                          cwd=ROOT, stdin=subprocess.DEVNULL, timeout=timeout)
-
-
 def _big_ssh_config(home: Path, n: int, first: str = "") -> Path:
     """n hosts on a closed loopback port, behind a `Match exec` that counts its own runs."""
     (home / ".ssh").mkdir(parents=True)
@@ -208,14 +203,14 @@ def test_a_3000_host_ssh_config_is_read_in_one_pass(tmp_path):
     """`Match exec` ran once per alias (229 s on 3000 hosts): now only the picked host is resolved."""
     count = _big_ssh_config(tmp_path, 3000)
     t0 = time.monotonic()
-    r = _cli("init", "--host", "h2999", "--output", str(tmp_path / "c.toml"), "--timeout", "5", home=tmp_path,
+    r = sparktui_cli("init", "--host", "h2999", "--output", str(tmp_path / "c.toml"), "--timeout", "5", home=tmp_path,
              timeout=30)
     assert r.returncode == 1 and "h2999: cannot connect" in r.stderr, r.stderr
     assert _runs(count) <= 4, f"Match exec ran {_runs(count)} times for one picked host"
     assert time.monotonic() - t0 < 20
     # without --host and no terminal: one line that names some hosts and counts the rest, none resolved
     before = _runs(count)
-    r = _cli("init", "--output", str(tmp_path / "c.toml"), home=tmp_path)
+    r = sparktui_cli("init", "--output", str(tmp_path / "c.toml"), home=tmp_path)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "h19 and 2980 more" in r.stderr, r.stderr
     assert _runs(count) == before
 

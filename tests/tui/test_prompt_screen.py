@@ -161,3 +161,54 @@ async def test_the_demo_serves_metrics_and_a_prompt_moves_them(_state):
         await wait_for(pilot, lambda: not isinstance(app.screen, PromptScreen), "back to the panes")
         await wait_for(pilot, lambda: "done" in screen_text(app) or "finished" in screen_text(app), "the pane",
                        rounds=2000)
+
+
+# ------------------------------------------------------------------ max tokens, the tok/s rule
+async def test_the_prompt_screen_sets_max_tokens_and_refuses_a_bad_one(make_app):  # the state dir: _state, autouse
+    from textual.widgets import Input
+
+    from sparktui.tui.prompt import MaxTokensModal, PromptScreen
+
+    app = make_app(t=30)  # before the API listens: the options line needs no server
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("P")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), "the prompt screen")
+        screen = app.screen
+        assert "max tokens server limit" in screen_text(app)
+        await pilot.press("ctrl+l")
+        await wait_for(pilot, lambda: isinstance(app.screen, MaxTokensModal), "the max tokens box")
+        await pilot.press(*"12x", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, MaxTokensModal)  # still open, saying why
+        assert "whole number from 1" in screen_text(app)
+        app.screen.query_one(Input).value = "512"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is screen, "back on the prompt screen")
+        assert screen.max_tokens == 512 and "max tokens 512" in screen_text(app)
+        await pilot.press("ctrl+l")  # Esc keeps it
+        await wait_for(pilot, lambda: isinstance(app.screen, MaxTokensModal), "the box again")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen, "closed")
+        assert screen.max_tokens == 512
+        await pilot.press("ctrl+l")  # empty: the server's limit again
+        await wait_for(pilot, lambda: isinstance(app.screen, MaxTokensModal), "the box a third time")
+        app.screen.query_one(Input).value = ""
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is screen, "closed again")
+        assert screen.max_tokens is None
+
+
+def test_tok_s_is_shown_only_from_16_generated_tokens():
+    """One rule for the CLI printer and the TUI's stats line (ChatAnswer.shown_rate)."""
+    from sparktui.commands.prompt import _stats as cli_stats
+    from sparktui.probes.serving import ChatAnswer
+    from sparktui.tui.prompt import _stats as tui_stats
+
+    def answer(n: int) -> ChatAnswer:
+        return ChatAnswer("m", "hi", None, "stop", ttft_s=0.2, total_s=0.3, tokens_per_s=41.5,
+                          prompt_tokens=9, completion_tokens=n)
+
+    for n, shown in ((5, False), (15, False), (16, True), (200, True)):
+        assert ("tok/s" in cli_stats(answer(n))) is shown, n
+        assert ("tok/s" in str(tui_stats(answer(n)))) is shown, n
+    assert answer(5).to_json()["tokens_per_s"] == 41.5  # the JSON keeps the measurement

@@ -12,6 +12,7 @@ from conftest import build_app, screen_text, wait_for
 
 from sparktui.config import demo_config
 from sparktui.engine import Engine
+from sparktui.nodes.base import Node
 from sparktui.sim import DEMO_EPOCH, SimCluster
 from sparktui.tui import keymap
 from sparktui.tui.app import SparkApp
@@ -112,7 +113,7 @@ def test_demo_rejects_a_bad_speed():
     assert r.returncode == 2 and "speed" in r.stderr and "Traceback" not in r.stderr
 
 
-class _KeyedNode:
+class _KeyedNode(Node):
     """Stands in for an SshNode whose handshake met an unknown key (the real one needs sshd)."""
 
     backend = "ssh"

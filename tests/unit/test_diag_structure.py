@@ -19,7 +19,7 @@ from sparktui.diagnosis.collectives import CollOp
 from sparktui.diagnosis.end_phase import parse_end_phases
 from sparktui.diagnosis.nccl_ranks import MAX_SEQ_DRIFT, _behind_by_seq
 
-from corpus_helpers import held_in, named
+from corpus_helpers import fact_of, held_in, named
 
 # ----------------------------------------------------------------------------- desync by SeqNum
 
@@ -428,15 +428,6 @@ def test_a_launcher_signalling_the_other_ranks_is_teardown_not_a_shutdown_reques
 
 # ----------------------------------------------------------------------------- structural facts in a failing log
 
-
-def _fact(line):
-    from sparktui.diagnosis.catalogue import default_catalogue
-    from sparktui.diagnosis.last_words import facts
-
-    got = facts([(1, line)], default_catalogue().entries)
-    return got[1] if got else None
-
-
 @pytest.mark.parametrize("line, fid", [
     # a/vllm_vllm_11617: errno 98 of a bind
     ("OSError: [Errno 98] Address already in use", "port_in_use"),
@@ -458,7 +449,7 @@ def _fact(line):
     ("misc/ibvwrap.cc:280 NCCL WARN Call to ibv_create_qp failed", "nccl_ib_error"),
 ])
 def test_structural_facts_name_their_cause_whatever_the_sentence(line, fid):
-    assert _fact(line) == fid
+    assert fact_of(line) == fid
 
 
 @pytest.mark.parametrize("line", [
@@ -474,7 +465,7 @@ def test_structural_facts_name_their_cause_whatever_the_sentence(line, fid):
     "[2025-11-30 12:50:10] Using KV cache dtype: torch.bfloat16",
 ])
 def test_the_same_facts_in_a_benign_line_name_nothing(line):
-    assert _fact(line) is None
+    assert fact_of(line) is None
 
 
 def test_a_failing_log_whose_last_words_hold_a_fact_names_its_cause(tmp_path):

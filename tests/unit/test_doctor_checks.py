@@ -1,24 +1,29 @@
 """Doctor decisions on real data: GB10 meminfo, the probe script run against the test-bed copies
-of vLLM's/transformers' files, model directories read through a LocalNode, entrypoint scripts."""
+of vLLM's/transformers' files, model directories read through a LocalNode, entrypoint scripts; and
+how its rows read: a skipped check says skip (not ok), the head's ports follow the executor."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from sparktui.actions.checks import worst
-from sparktui.actions.checks.basics import listening_ports
+from sparktui.actions.base import ActionContext
+from sparktui.actions.checks import ok, skip, worst
+from sparktui.actions.checks.basics import head_ports, listening_ports
 from sparktui.actions.checks.entrypoint import entrypoint_result, passes_args
 from sparktui.actions.checks.fabric import fabric_results, find_interface
 from sparktui.actions.checks.fit import compute_fit, fit_results, parse_meminfo
+from sparktui.actions.doctor import DoctorAction
 from sparktui.actions.validate import env_for_image
-from sparktui.config import ClusterConfig, Config, NodeConfig
+from sparktui.config import ClusterConfig, Config, NodeConfig, load_config
 from sparktui.nodes.local import LocalNode
 from sparktui.probes.image import PROBE_SCRIPT, image_info_from_attrs, parse_probe_output
 from sparktui.probes.model import ModelProbeError, probe_model
@@ -192,3 +197,38 @@ async def test_model_probe_reads_index_size_and_keeps_hostile_path(tmp_path):
     (odd / "config.json").unlink()
     with pytest.raises(ModelProbeError, match="config.json"):
         await probe_model(node, str(odd))
+
+
+# ------------------------------------------------------------------ how the rows read
+
+EXAMPLE = ROOT / "cluster.example.toml"
+
+
+def _group(results) -> list:
+    events: list = []
+    ctx = ActionContext(load_config(str(EXAMPLE)), {}, emit=events.append)
+
+    async def checks():
+        return results
+
+    asyncio.run(DoctorAction()._group(ctx, "memory", checks()))
+    return events
+
+
+def test_a_skipped_check_reads_skip_with_its_reason():
+    done = [e for e in _group([skip("memory_fit", "model size unknown")]) if e.status != "started"]
+    assert [(e.status, e.message) for e in done] == [("skip", "model size unknown")]
+
+
+def test_per_node_rows_keep_skip_apart_from_ok():
+    evs = _group([ok("memory_fit", "fits", "spark1"), skip("memory_fit", "cannot read meminfo", "spark2")])
+    rows = {e.node: e.status for e in evs if e.node}
+    assert rows == {"spark1": "ok", "spark2": "skip"}
+
+
+def test_the_head_ports_follow_the_executor():
+    c = load_config(str(EXAMPLE)).cluster
+    ray = replace(c, executor="ray", serve_port=8000, ray_port=6380, master_port=29501)
+    assert head_ports(ray) == [8000, 6380, 8265]
+    mp = replace(ray, executor="mp")
+    assert head_ports(mp) == [8000, 29501]

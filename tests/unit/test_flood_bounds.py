@@ -253,7 +253,7 @@ def test_a_relays_count_of_lines_it_did_not_send_keeps_the_numbering_and_counts_
     """A relay in tail mode sends a DROPPED line for what it did not send: the follower numbers on
     past them, hands them on as a block of no bytes, and the engine counts them lost (the session
     file, full, would not have kept them); the lines around keep their own numbers."""
-    from sparktui.logs.node_relay import DROPPED
+    from sparktui.transport.node_relay import DROPPED
     from sparktui.model import LogBlock
 
     got: list = []

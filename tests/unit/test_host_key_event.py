@@ -8,12 +8,12 @@ import asyncio
 from sparktui.collectors import NodeCollectors
 from sparktui.config import NodeConfig
 from sparktui.model import HostKeyOffer, NodeReachability
-from sparktui.nodes.base import HostKeyError
+from sparktui.nodes.base import HostKeyError, Node
 from sparktui.state import ClusterState, reduce
 from sparktui.waiting import get_within
 
 
-class _UnknownKeyNode:
+class _UnknownKeyNode(Node):
     """An ssh node whose handshake met a key known_hosts does not hold (a real one needs sshd)."""
 
     name = "spark2"

@@ -17,6 +17,8 @@ from sparktui.model import LinkInfo
 from sparktui.nodes.local import LocalNode
 from sparktui.probes.inventory import FoundModel, Inventory, RdmaDevice, parse_ibdev2netdev_all, pick_fabric, probe_inventory
 
+from cli_helpers import sparktui_cli
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SSH_CONFIG = """\
@@ -35,14 +37,6 @@ Host=bastion
 Host *
   ServerAliveInterval 10
 """
-
-
-def _cli(*argv: str, home: Path, stdin: str = "") -> subprocess.CompletedProcess:
-    env = dict(os.environ, HOME=str(home), PYTHONPATH=str(ROOT))
-    env.pop("SPARKTUI_CONFIG", None)
-    env.pop("XDG_CONFIG_HOME", None)
-    return subprocess.run([sys.executable, "-m", "sparktui", *argv], capture_output=True, text=True, env=env,
-                          cwd=ROOT, input=stdin, timeout=60)
 
 
 def test_host_aliases_skip_patterns_and_keep_order():
@@ -130,7 +124,7 @@ def test_probe_of_this_machine_renders_a_loadable_config(tmp_path):
 def test_cli_without_hosts_and_no_terminal_lists_the_choices(tmp_path):
     (tmp_path / ".ssh").mkdir()
     (tmp_path / ".ssh" / "config").write_text(SSH_CONFIG)
-    r = _cli("init", "--output", str(tmp_path / "c.toml"), home=tmp_path)
+    r = sparktui_cli("init", "--output", str(tmp_path / "c.toml"), home=tmp_path)
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "--host NAME" in r.stderr and "spark1, spark2, spark2-alt, bastion" in r.stderr
 
@@ -138,14 +132,14 @@ def test_cli_without_hosts_and_no_terminal_lists_the_choices(tmp_path):
 def test_cli_unknown_host(tmp_path):
     (tmp_path / ".ssh").mkdir()
     (tmp_path / ".ssh" / "config").write_text(SSH_CONFIG)
-    r = _cli("init", "--host", "nosuch", "--output", str(tmp_path / "c.toml"), home=tmp_path)
+    r = sparktui_cli("init", "--host", "nosuch", "--output", str(tmp_path / "c.toml"), home=tmp_path)
     assert r.returncode == 2 and "nosuch not found" in r.stderr
 
 
 def test_cli_never_overwrites_without_yes(tmp_path):
     dest = tmp_path / "c.toml"
     dest.write_text("# mine\n")
-    r = _cli("init", "--host", "spark1", "--output", str(dest), home=tmp_path)
+    r = sparktui_cli("init", "--host", "spark1", "--output", str(dest), home=tmp_path)
     assert r.returncode == 2 and "--yes" in r.stderr
     assert dest.read_text() == "# mine\n"
 
@@ -155,7 +149,7 @@ def test_cli_unreachable_host_one_line_nothing_written(tmp_path):
     # a closed port on loopback: refused at once
     (tmp_path / ".ssh" / "config").write_text("Host dead\n  HostName 127.0.0.1\n  Port 1\n")
     dest = tmp_path / "c.toml"
-    r = _cli("init", "--host", "dead", "--output", str(dest), "--timeout", "5", home=tmp_path)
+    r = sparktui_cli("init", "--host", "dead", "--output", str(dest), "--timeout", "5", home=tmp_path)
     assert r.returncode == 1, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("sparktui init: dead:")]
     assert len(lines) == 1 and "cannot connect" in lines[0]
@@ -164,7 +158,7 @@ def test_cli_unreachable_host_one_line_nothing_written(tmp_path):
 
 @pytest.mark.parametrize("argv", [[], ["status"], ["doctor"], ["launch", "--yes"]])
 def test_no_config_suggests_init_or_demo(tmp_path, argv):
-    r = _cli(*argv, home=tmp_path)
+    r = sparktui_cli(*argv, home=tmp_path)
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1
     assert "sparktui init" in r.stderr and "sparktui demo" in r.stderr

@@ -99,3 +99,22 @@ def test_table_rows_and_plot():
         assert "\x1b[" not in text and "E2EL ms" in text and "TTFT ms" in text
         assert len(text.splitlines()) == 12
     assert latency_plot([RequestRecord(index=0, start=0.0, error_kind="timeout")], 60, 12) == ""
+
+
+# ------------------------------------------------------------------ the text report of a load test with nothing completed
+def test_a_load_test_with_nothing_completed_prints_dashes_not_zeros():
+    from sparktui.commands.load_test import text_report
+
+    failed = summarize([RequestRecord(index=i, start=0.0, error_kind="http", error="400 Bad Request")
+                        for i in range(3)], 0.5, max_concurrency=1)
+    assert failed["mean_ttft_ms"] == 0.0  # the JSON keeps vllm bench serve's shape
+    report = text_report(failed, "http://127.0.0.1:1/v1", "")
+    rows = [ln for ln in report.splitlines() if ln.split()[:1] in (["TTFT"], ["TPOT"], ["ITL"], ["E2EL"])]
+    assert len(rows) == 4
+    for ln in rows:
+        assert "0.0" not in ln and ln.split()[1:] == ["–"] * 5, ln
+    from sparktui.actions.load_stats import table_cells  # the TUI's table reads the same cells
+
+    ok = summarize([RequestRecord(index=0, start=0.0, ok=True, ttft=0.05, latency=0.2, itl=[0.01, 0.01], output_tokens=3,
+                                  prompt_tokens=4)], 1.0, max_concurrency=1)
+    assert dict(table_cells(ok))["TTFT"][0] == "50.0"

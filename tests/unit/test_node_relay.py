@@ -1,4 +1,4 @@
-"""logs/node_relay.py, the program an ssh node runs to relay a container's log in blocks: run as
+"""transport/node_relay.py, the program an ssh node runs to relay a container's log in blocks: run as
 the node runs it (a separate python3, stdin/stdout pipes) against a unix-socket server answering as
 the Docker Engine does (HTTP/1.0 head, then 8-byte-framed stdout/stderr, a write per line)."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-RELAY = Path(__file__).resolve().parents[2] / "sparktui" / "logs" / "node_relay.py"
+RELAY = Path(__file__).resolve().parents[2] / "sparktui" / "transport" / "node_relay.py"
 HEAD = b"HTTP/1.0 200 OK\r\nContent-Type: application/vnd.docker.multiplexed-stream\r\n\r\n"
 
 
@@ -135,7 +135,7 @@ def test_a_slow_channel_never_stops_the_relay_reading_the_engine(sock):
 def test_in_tail_mode_the_relay_sends_the_newest_lines_and_counts_the_rest(sock):
     # told "T" on its stdin (the follower's session file is full), each block is sent as a count of
     # the lines it did not send, then its newest lines; every line is either sent or counted
-    from sparktui.logs.node_relay import DROPPED, TAIL_LINES, TAIL_ONLY
+    from sparktui.transport.node_relay import DROPPED, TAIL_LINES, TAIL_ONLY
 
     first = [f"2026-12-01T10:00:00.{i:09d}Z before {i}\n".encode() for i in range(10)]
     flood = [f"2026-12-01T10:00:01.{i:09d}Z flood {i} ".encode() + b"y" * 60 + b"\n" for i in range(40000)]

@@ -19,6 +19,7 @@ import pytest
 from sparktui.actions.prompt import History, canned, explain
 from sparktui.actions.serving_target import base_url, configured_base, pick_model
 from sparktui.config import demo_config
+from sparktui.nodes.base import Node
 from sparktui.probes.serving import ChatAnswer, ServingError, chat
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,7 +103,7 @@ async def test_a_loopback_serve_host_goes_through_the_head_node(monkeypatch):
     cfg = demo_config()
     cfg = replace(cfg, cluster=replace(cfg.cluster, serve_host="127.0.0.1"))
 
-    class Head:
+    class Head(Node):
         name = cfg.head.name
         asked = None
 

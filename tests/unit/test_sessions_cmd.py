@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 from sparktui.commands.sessions import list_sessions, render
 from sparktui.config import demo_config
@@ -15,7 +11,7 @@ from sparktui.engine import Engine
 from sparktui.model import Finding, FindingRaised, LogBatch, LogLine, Note
 from sparktui.session import Session, sessions_dir
 
-ROOT = Path(__file__).resolve().parents[2]
+from cli_helpers import sparktui_cli
 
 
 def _finding(i: int) -> FindingRaised:
@@ -35,12 +31,6 @@ def _record(cluster: str, kind: str, findings: int, started: float) -> Session:
                  Note("checked the cable", author="ana", ts=started + 90)])
     s.close()
     return s
-
-
-def _cli(*argv: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **(env_extra or {}))
-    return subprocess.run([sys.executable, "-m", "sparktui", *argv], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=60)
 
 
 def test_newest_first_with_counts_kind_cluster_and_size():
@@ -73,12 +63,12 @@ def test_unreadable_session_is_listed_not_fatal():
 
 def test_cli_text_and_json():
     s = _record("gamma", "tui", 3, time.time() - 30)
-    r = _cli("sessions")
+    r = sparktui_cli("sessions")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].split() == ["NAME", "STARTED", "CLUSTER", "KIND", "DURATION", "SIZE", "FINDINGS"]
     assert lines[1].startswith(s.path.name) and lines[1].split()[-1] == "3"
-    j = _cli("sessions", "--json")
+    j = sparktui_cli("sessions", "--json")
     data = json.loads(j.stdout)
     assert data["dir"] == str(sessions_dir())
     row = data["sessions"][0]
@@ -86,14 +76,14 @@ def test_cli_text_and_json():
 
 
 def test_cli_empty_and_config_session_dir(tmp_path):
-    r = _cli("sessions")
+    r = sparktui_cli("sessions")
     assert r.returncode == 0 and "no sessions recorded" in r.stdout
     # a config's session_dir is where its sessions are listed from
     cfg = tmp_path / "c.toml"
     sd = tmp_path / "elsewhere"
     cfg.write_text(f'session_dir = "{sd}"\n[[node]]\nname = "a"\nbackend = "local"\n')
     Session.create("delta", meta={"kind": "tui"}, root=sd).close()
-    j = json.loads(_cli("sessions", "--json", "--config", str(cfg)).stdout)
+    j = json.loads(sparktui_cli("sessions", "--json", "--config", str(cfg)).stdout)
     assert j["dir"] == str(sd) and [x["cluster"] for x in j["sessions"]] == ["delta"]
-    bad = _cli("sessions", "--config", str(tmp_path / "nope.toml"))
+    bad = sparktui_cli("sessions", "--config", str(tmp_path / "nope.toml"))
     assert bad.returncode == 2 and "file not found" in bad.stderr

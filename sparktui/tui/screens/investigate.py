@@ -43,7 +43,7 @@ class InvestigateScreen(ActionScreen):
     @work(exclusive=True, exit_on_error=False, group="action", description="investigate")
     async def run_action(self) -> None:
         ctx = self.make_context(emit=self._emit, confirm=self._confirm)
-        sim = all(getattr(n, "backend", "") == "sim" for n in ctx.nodes.values()) and ctx.nodes
+        sim = all(n.backend == "sim" for n in ctx.nodes.values()) and ctx.nodes
         self.action_obj = self.action_cls(interval=SIM_INTERVAL) if sim else self.action_cls()
         result = await self.action_obj.run(ctx)
         self.post_message(ActionDone(result))

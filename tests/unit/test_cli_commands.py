@@ -1,4 +1,5 @@
-"""Issue 32's CLI items (11): refusals printed once, diagnose DIR, report --output/--json, and more."""
+"""Single commands seen from the command line: a refusal printed once, diagnose DIR, report
+--output/--json, sessions of a demo scenario, a push's progress total, completion's candidates."""
 
 from __future__ import annotations
 
@@ -7,18 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cli_helpers import sparktui_cli
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _cli(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    e = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "sparktui", *argv], capture_output=True, text=True, env=e,
-                          cwd=ROOT, stdin=subprocess.DEVNULL, timeout=60)
 
 
 def test_a_refusal_is_printed_once():
     # read-only refuses before any node is contacted
-    r = _cli("--read-only", "stop", "--yes", "--config", str(ROOT / "cluster.example.toml"))
+    r = sparktui_cli("--read-only", "stop", "--yes", "--config", str(ROOT / "cluster.example.toml"))
     assert r.returncode == 1
     both = r.stdout + r.stderr
     assert both.count("forbids changing the cluster") == 1, both
@@ -36,8 +33,8 @@ def test_diagnose_a_folder_reads_every_log_file_in_it(tmp_path):
     shutil.copy(a, tmp_path / "rank0.log")
     (tmp_path / "sub" / "rank1.log.gz").write_bytes(gzip.compress(b.read_bytes()))
     (tmp_path / "dump.pkl").write_bytes(b"\x80\x04binary flight recorder")  # not a log: left out
-    by_folder = _cli("diagnose", "--json", str(tmp_path))
-    by_files = _cli("diagnose", "--json", str(a), str(b))
+    by_folder = sparktui_cli("diagnose", "--json", str(tmp_path))
+    by_files = sparktui_cli("diagnose", "--json", str(a), str(b))
     assert by_folder.returncode == by_files.returncode != 2, by_folder.stderr
 
     def ids(r):
@@ -65,12 +62,12 @@ def test_report_output_and_json_carry_the_investigation_verdict(tmp_path):
 
     path = _session_with_verdict(tmp_path / "s")
     md = tmp_path / "incident.md"
-    r = _cli("report", str(path), "--output", str(md))
+    r = sparktui_cli("report", str(path), "--output", str(md))
     assert r.returncode == 0 and r.stdout == "", r.stderr
     text = md.read_text()
     assert md.stat().st_mode & 0o777 == 0o600  # it names the cluster, like the session it comes from
     assert "## Investigations" in text and "problem: R2: rank 1 never entered the collective" in text
-    j = _cli("report", str(path), "--json")
+    j = sparktui_cli("report", str(path), "--json")
     assert j.returncode == 0, j.stderr
     doc = json.loads(j.stdout)
     assert doc["session"] == path.name
@@ -88,10 +85,10 @@ def test_sessions_shows_a_demo_scenario(tmp_path):
     s.close()
     cfg = tmp_path / "cluster.toml"
     cfg.write_text(f'session_dir = "{tmp_path}"\n' + (ROOT / "cluster.example.toml").read_text())
-    r = _cli("sessions", "--config", str(cfg))
+    r = sparktui_cli("sessions", "--config", str(cfg))
     assert r.returncode == 0, r.stderr
     assert "demo (nccl-hang)" in r.stdout
-    j = json.loads(_cli("sessions", "--json", "--config", str(cfg)).stdout)
+    j = json.loads(sparktui_cli("sessions", "--json", "--config", str(cfg)).stdout)
     assert [x["scenario"] for x in j["sessions"]] == ["nccl-hang"]
 
 
@@ -116,7 +113,7 @@ def test_completion_offers_canned_prompts_nodes_and_sessions(tmp_path):
     if shutil.which("bash") is None:
         pytest.skip("no bash")
     script = tmp_path / "sparktui.bash"
-    script.write_text(_cli("completion", "bash").stdout)
+    script.write_text(sparktui_cli("completion", "bash").stdout)
     bindir = tmp_path / "bin"  # the script asks `sparktui` itself: this checkout's, on PATH
     bindir.mkdir()
     shim = bindir / "sparktui"
