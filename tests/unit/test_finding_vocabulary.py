@@ -123,16 +123,26 @@ def _scan(tree: ast.AST, names: dict[str, list[ast.AST]], where: str, found: dic
         _scan(node, names, where, found, id_arg)
 
 
-@functools.lru_cache(maxsize=1)
-def _trees() -> tuple[tuple[Path, ast.Module], ...]:
-    return tuple((p, ast.parse(p.read_text(encoding="utf-8"), str(p))) for p in sorted(PKG.rglob("*.py")))
+_PARSED: dict[Path, ast.Module] = {}
 
 
-@functools.lru_cache(maxsize=1)
-def id_functions() -> dict[str, tuple[int, str]]:
-    """ID_ARG plus every function that passes one of its parameters on as a finding id (a wrapper
-    that names the source: ``catalogued_finding(fid, title, ...)``), until no more are found."""
-    id_arg = dict(ID_ARG)
+def _trees(words: set[str]) -> list[tuple[Path, ast.Module]]:
+    """The parsed files that hold any of ``words`` (a file without a name of an id-taking function
+    cannot name an id: parsing only the others halves the cost of the walk)."""
+    out = []
+    for path in sorted(PKG.rglob("*.py")):
+        if path not in _PARSED:
+            text = path.read_text(encoding="utf-8")
+            if not any(w in text for w in words):
+                continue
+            _PARSED[path] = ast.parse(text, str(path))
+        out.append((path, _PARSED[path]))
+    return out
+
+
+def _wrappers(trees: list[tuple[Path, ast.Module]], id_arg: dict[str, tuple[int, str]]) -> dict[str, tuple[int, str]]:
+    """``id_arg`` plus every function that passes one of its parameters on as the id of one of them."""
+    id_arg = dict(id_arg)
     fns: dict[int, tuple[str, list[str], list[ast.Call]]] = {}  # a function: its name, parameters, calls
 
     def visit(node: ast.AST, fn: int | None) -> None:  # one pass; a call belongs to its innermost function
@@ -146,7 +156,7 @@ def id_functions() -> dict[str, tuple[int, str]]:
                 fns[fn][2].append(child)
             visit(child, fn)
 
-    for _, tree in _trees():
+    for _, tree in trees:
         visit(tree, None)
     grown = True
     while grown:
@@ -161,11 +171,24 @@ def id_functions() -> dict[str, tuple[int, str]]:
 
 
 @functools.lru_cache(maxsize=1)
+def id_functions() -> tuple[dict[str, tuple[int, str]], tuple[tuple[Path, ast.Module], ...]]:
+    """ID_ARG plus every wrapper that passes one of its parameters on as a finding id
+    (``catalogued_finding(fid, title, ...)``), and the files that may call any of them."""
+    id_arg = dict(ID_ARG)
+    while True:  # a wrapper's callers are files that name the wrapper: read them too, until none is new
+        trees = _trees({*id_arg, '"id"'})
+        grown = _wrappers(trees, id_arg)
+        if grown.keys() == id_arg.keys():
+            return id_arg, tuple(trees)
+        id_arg = grown
+
+
+@functools.lru_cache(maxsize=1)
 def code_ids() -> dict[str, list[str]]:
     """Finding id -> where the code names it ("path:line"), for every .py file of the package."""
     found: dict[str, list[str]] = {}
-    id_arg = id_functions()
-    for path, tree in _trees():
+    id_arg, trees = id_functions()
+    for path, tree in trees:
         module = _assigned(ast.Module(body=[n for n in tree.body if isinstance(n, ast.Assign)], type_ignores=[]))
         _scan(tree, module, str(path.relative_to(ROOT)), found, id_arg)
     return found
@@ -195,7 +218,7 @@ def data_ids() -> dict[str, list[str]]:
 
 def test_the_walk_finds_ids_of_every_kind():
     # a walk that silently found nothing would pass the test below: it must see each way of naming one
-    assert {"catalogued_finding", "image_finding"} <= set(id_functions())
+    assert {"catalogued_finding", "image_finding"} <= set(id_functions()[0])
     ids = code_ids()
     for fid in ("half_cluster", "stale_container", "image_not_found", "engine_dead", "rendezvous_timeout",
                 "suspected_hang", "ssh_unreachable", "nccl_network_error", "port_in_use"):
@@ -221,7 +244,7 @@ def test_findings_are_made_only_by_the_factory():
     # a model.Finding(...) written anywhere else would bypass the catalogue (and its check above
     # when its id is a variable): the dataclass is constructed in catalogue.py only
     direct = []
-    for path, tree in _trees():
+    for path, tree in _trees({"Finding"}):
         rel = str(path.relative_to(ROOT))
         if rel == FACTORY_FILE:
             continue
