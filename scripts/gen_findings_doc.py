@@ -24,8 +24,10 @@ SCRIPT = "scripts/gen_findings_doc.py"
 TARGET = ROOT / "docs" / "findings.md"
 RAISED = {
     "line": "a log line that matches one of its patterns",
-    "analysis": "the analysis of whole logs (ranks compared, the phase a log ends in, an exception's shape)",
-    "state": "the containers' states (read by the launcher and the collectors), not a log line",
+    "analysis": "the analysis of whole logs or of investigate's evidence (ranks compared, the phase a log ends "
+                "in, an exception's shape, a verdict rule)",
+    "state": "what sparktui reads from the nodes and containers (the launcher, the collectors, doctor's checks, "
+             "an action's steps), not a log line",
 }
 
 

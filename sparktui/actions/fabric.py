@@ -8,6 +8,7 @@ plus cluster.env and the node's env), so the check measures the path the model w
 from __future__ import annotations
 
 from ..fabric.check import FabricCheck, FabricOptions, FabricReport
+from ..diagnosis.catalogue import finding
 from ..model import Finding
 from ..nodes.base import NodeError
 from ..probes.image import ImageProbeError
@@ -33,8 +34,8 @@ def verdict_findings(report: FabricReport) -> list[Finding]:
     out = []
     for e in v.failures + v.causes:
         sev = "error" if v.status == "fail" else "warning"
-        out.append(Finding(id=e["finding"] or "nccl_network_error", severity=sev, title=e["title"], source="fabric",
-                           evidence=tuple(e["evidence"]), advice=e["fix"], explanation=e["why"]))
+        out.append(finding(e["finding"] or "nccl_network_error", severity=sev, title=e["title"], source="fabric",
+                           evidence=e["evidence"], advice=e["fix"] or None, explanation=e["why"] or None))
     return out
 
 

@@ -11,6 +11,7 @@ import threading
 import time
 
 from ..nodes.base import Node
+from ..diagnosis.catalogue import finding
 from ..model import FAIL, Finding
 from ..probes.image import ImageNotFound, ImageProbeError, inspect_image, probe_support
 from ..probes.model import ModelProbeError, probe_model
@@ -21,11 +22,10 @@ from ..logs.sanitize import strip_ansi
 
 
 
-def image_finding(id: str, title: str, node_name: str = "", evidence=(), advice: str = "",
-                  severity: str = "error") -> Finding:
-    source = f"{node_name}/image" if node_name else "image"
-    return Finding(id=id, severity=severity, title=title, source=source,  # type: ignore[arg-type]
-                   evidence=tuple(evidence), advice=advice, node=node_name)
+def image_finding(fid: str, title: str, node_name: str = "", evidence=(), advice: str = "") -> Finding:
+    """An image action's finding (source "<node>/image") from the catalogue's factory."""
+    return finding(fid, source=f"{node_name}/image" if node_name else "image", node=node_name, evidence=evidence,
+                   title=title, advice=advice or None)
 
 
 def _unix_url(client) -> str:

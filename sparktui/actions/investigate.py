@@ -17,6 +17,7 @@ from typing import Any
 from ..diagnosis.evidence import BundleError, Evidence, NodeEvidence, Sample, Worker, write_bundle
 from ..diagnosis.facts import patterns
 from ..diagnosis.verdict import Verdict, decide
+from ..diagnosis.catalogue import finding
 from ..model import FAIL, Finding
 from ..probes import pyspy as pyspy_probe
 from ..probes import ras as ras_client
@@ -321,11 +322,11 @@ def verdict_findings(v: Verdict) -> list[Finding]:
     out = []
     ev_lines = tuple(f"{node}: {line}" for node, lines in v.evidence.items() for line in lines)
     for i, fid in enumerate(v.finding_ids):
-        out.append(Finding(id=fid, severity="error", title=v.title, source="investigate",
+        out.append(finding(fid, severity="error", title=v.title, source="investigate",
                            evidence=ev_lines if i == 0 else (), advice=v.next_action))
     for item in v.latent:
-        out.append(Finding(id=item["id"], severity=item.get("severity", "warning"), title=item["title"],
-                           source="investigate", evidence=tuple(item.get("evidence", [])), advice=item.get("advice", "")))
+        out.append(finding(item["id"], severity=item.get("severity", "warning"), title=item["title"],
+                           source="investigate", evidence=item.get("evidence", []), advice=item.get("advice") or None))
     return out
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from ..diagnosis.catalogue import finding
 from ..model import FAIL, Finding
 from ..probes.image import ImageInfo, ImageNotFound, default_image, inspect_image, run_in_image
 from ..probes.model import ModelProbeError, probe_model
@@ -75,7 +76,7 @@ class ValidateAction(Action):
             try:
                 info = await inspect_image(node, image)
             except ImageNotFound as exc:
-                findings.append(Finding("image_not_found", "error", str(exc), f"{node_name}/validate", node=node_name,
+                findings.append(finding("image_not_found", title=str(exc), source=f"{node_name}/validate", node=node_name,
                                         advice="check --image / cluster.image, or push-image it to this node"))
                 rec.status, rec.message = FAIL, str(exc)
                 return ActionResult(self.name, False, str(exc), findings=findings)
@@ -83,7 +84,7 @@ class ValidateAction(Action):
                 model = await probe_model(node, path) if path else None
             except ModelProbeError as exc:
                 model = None
-                findings.append(Finding("model_path_missing", "error", str(exc), f"{node_name}/validate", node=node_name,
+                findings.append(finding("model_path_missing", title=str(exc), source=f"{node_name}/validate", node=node_name,
                                         evidence=(f"path {path!r}",), advice="copy the model there or fix model_path"))
             if model is None:
                 msg = findings[-1].title if findings else "no model_path configured"
@@ -214,8 +215,8 @@ class ValidateAction(Action):
             except ServingError as exc:
                 rec.status, rec.message = FAIL, str(exc)
                 data["serving"] = {"error": str(exc)}
-                f = Finding("server_not_answering", "error", f"the API server does not answer: {exc}",
-                            f"{node_name}/validate", node=node_name, evidence=(str(exc),),
+                f = finding("server_not_answering", title=f"the API server does not answer: {exc}",
+                            source=f"{node_name}/validate", node=node_name, evidence=(str(exc),),
                             advice="read the container log; check serve_host/serve_port and the API key")
                 return ActionResult(self.name, False, f.title, findings=[*verdict.findings, f], data=data)
             data["vllm_version"] = info.version
@@ -314,7 +315,7 @@ class ValidateAction(Action):
             return ActionResult(self.name, False, f"{root.id}: {root.title}", findings=[*findings, root, *rest],
                                 data=data)
         what = "timed out" if outcome == "timeout" else "the container exited"
-        f = Finding("engine_dead" if outcome != "timeout" else "rendezvous_timeout", "error",
-                    f"{what} before the engine initialised", f"{node_name}/validate", evidence=tuple(tail[-5:]),
+        f = finding("engine_dead" if outcome != "timeout" else "rendezvous_timeout",
+                    title=f"{what} before the engine initialised", source=f"{node_name}/validate", evidence=tail[-5:],
                     node=node_name, advice="read the last lines; run `sparktui diagnose` on the full log")
         return ActionResult(self.name, False, f.title, findings=[*findings, f], data=data)

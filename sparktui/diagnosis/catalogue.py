@@ -6,10 +6,14 @@ clear line (``CatalogueError``): unknown ids in relations, bad regexes, examples
 patterns do not match, a relation cycle.
 
 Every finding is raised by one of three things (``raised_by``): a log line its patterns match
-(``"line"``), the analysis of whole logs (``"analysis"``: rank comparison, end of input; written
-``derived = true``), or code that looks at container states (``"state"``: a half cluster, a stale
-container).  Only ``"line"`` entries have patterns; the others are data for the code that raises
-them, which builds the ``model.Finding`` with ``Catalogue.finding(id, ...)``.
+(``"line"``), the analysis of whole logs or of investigate's evidence (``"analysis"``: rank
+comparison, end of input, a verdict rule; written ``derived = true``), or code that reads the nodes
+and containers (``"state"``: a half cluster, a stale container, a doctor check, an action's step).
+Only ``"line"`` entries have patterns; the others are data for the code that raises them.
+
+``finding(id, ...)`` (``Catalogue.finding``) is the one factory of ``model.Finding``: every finding,
+whoever raises it, is made there from its catalogue entry, so an id that is not in the catalogue
+cannot become a finding (tests/unit/test_finding_vocabulary.py walks the code's ids against it).
 """
 
 from __future__ import annotations
@@ -114,16 +118,22 @@ class Catalogue:
 
     def finding(self, fid: str, *, source: str = "", node: str = "", line: int | None = None,
                 evidence: Iterable[str] = (), title: str | None = None, severity: str | None = None,
-                advice: str | None = None):
-        """A ``model.Finding`` for ``fid`` built from the catalogue's data (severity, title, advice,
-        explanation), for code that raises findings itself (container states, launch checks)."""
+                advice: str | None = None, explanation: str | None = None):
+        """The ``model.Finding`` for ``fid``: the one factory (a KeyError names an unknown id).
+
+        The id and its meaning are the catalogue's; a call site may say more about this occurrence:
+        its own ``title`` (what it saw: "port 8000 on spark1 is already taken"), a ``severity`` (a
+        doctor check that only warns, a quiet line), ``advice`` / ``explanation`` fitted to what it
+        measured.  What it leaves out is the entry's."""
         from ..model import Finding  # the catalogue is data: it needs the model only here
 
         e = self.entry(fid)
+        if severity is not None and severity not in SEVERITIES:
+            raise ValueError(f"finding {fid!r}: severity {severity!r} is not one of {', '.join(SEVERITIES)}")
         return Finding(
             id=e.id, severity=(severity or e.severity), title=title or e.title,  # type: ignore[arg-type]
             source=source, line=line, evidence=tuple(evidence), advice=advice or e.advice,
-            explanation=e.explanation, node=node,
+            explanation=explanation or e.explanation, node=node,
         )
 
     def __contains__(self, fid: object) -> bool:

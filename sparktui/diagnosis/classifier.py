@@ -703,17 +703,8 @@ class SourceScanner:
         after = next((f for f in self.findings if f.id in entry.benign_after), None) if entry.benign_after else None
         if after is not None:  # expected here (e.g. the engine stopping after a requested shutdown)
             severity, title = "info", f"{entry.title} (after: {after.title.lower()}, line {after.line})"
-        f = Finding(
-            id=entry.id,
-            severity=severity,  # type: ignore[arg-type]
-            title=title,
-            source=self.source,
-            line=lineno,
-            evidence=tuple(_ev(e) for e in evidence if e.strip()),
-            advice=entry.advice,
-            explanation=entry.explanation,
-            node=self.node,
-        )
+        f = self.cat.finding(entry.id, severity=severity, title=title, source=self.source, line=lineno,
+                             evidence=(_ev(e) for e in evidence if e.strip()), node=self.node)
         self.findings.append(f)
         out.append(f)
 

@@ -88,17 +88,12 @@ class Assessment:
         return {"state": self.state, "launch": self.launch, "findings": [f.to_json() for f in self.findings]}
 
 
-def catalogued_finding(fid: str, title: str, *, node: str = "", evidence: Iterable[str] = (), advice: str = "",
-                       severity: str = "error") -> Finding:
-    """A finding whose explanation and advice come from the catalogue when it has the id."""
+def catalogued_finding(fid: str, title: str, *, node: str = "", evidence: Iterable[str] = (), advice: str = "") -> Finding:
+    """A launch's or the cluster's finding (source "<node>/launch") from the catalogue's factory."""
     from .catalogue import finding
 
-    source = f"{node or 'cluster'}/launch"
-    evidence = tuple(evidence)
-    try:
-        return finding(fid, source=source, node=node, evidence=evidence, title=title, advice=advice or None)
-    except KeyError:  # an id only actions raise (image_not_found): no catalogue text to add
-        return Finding(fid, severity, title, source, evidence=evidence, node=node, advice=advice)  # type: ignore[arg-type]
+    return finding(fid, source=f"{node or 'cluster'}/launch", node=node, evidence=evidence, title=title,
+                   advice=advice or None)
 
 
 def assess(view: ClusterView, nodes: list[str], plan: str | None = None) -> Assessment:

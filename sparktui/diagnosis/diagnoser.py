@@ -411,12 +411,9 @@ class Diagnoser:
                 if key in self._image_findings:
                     continue
                 self._image_findings.add(key)
-                entry = self.catalogue["image_mismatch"]
-                f = Finding(
-                    id=entry.id, severity=entry.severity, title=f"{entry.title}: {image}",  # type: ignore[arg-type]
-                    source=ev.node, evidence=tuple(f"{n}: {i[:19]}" for n, i in sorted(ids.items())),
-                    advice=entry.advice, explanation=entry.explanation, node=ev.node,
-                )
+                f = self.catalogue.finding(
+                    "image_mismatch", title=f"{self.catalogue['image_mismatch'].title}: {image}", source=ev.node,
+                    evidence=(f"{n}: {i[:19]}" for n, i in sorted(ids.items())), node=ev.node)
                 self.extra_findings.append(f)
                 out.append(f)
         return _wrap(out)

@@ -28,11 +28,11 @@ from functools import lru_cache
 from importlib import resources
 from typing import Iterable
 
+from . import catalogue
 from ..model import (
     ContainerChanged,
     ContainersSnapshot,
     ContainerState,
-    Finding,
     FindingRaised,
     GpuSample,
     LogBatch,
@@ -265,7 +265,7 @@ class StallDetector:
         silence, title, evidence, nodes = why
         self.raised_at = now
         self.history.append((now, silence))
-        finding = Finding(id=FINDING_ID, severity="error", title=title, source="stall-detector", evidence=evidence,
+        finding = catalogue.finding(FINDING_ID, severity="error", title=title, source="stall-detector", evidence=evidence,
                           node=nodes[0] if len(nodes) == 1 else "",
                           advice="Investigate now (key i / `sparktui investigate`): RAS, py-spy and GPU evidence "
                                  "from every node, then a verdict.")

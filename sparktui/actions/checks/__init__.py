@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ...diagnosis.catalogue import finding
 from ...model import FAIL, OK, SKIP, WARN, CheckStatus, Finding
 
 STATUS_RANK = {FAIL: 0, WARN: 1, OK: 2, SKIP: 3}
@@ -37,9 +38,9 @@ class CheckResult:
     def to_finding(self) -> Finding | None:
         if self.status not in (FAIL, WARN) or not self.finding:
             return None
-        return Finding(id=self.finding, severity="error" if self.status == FAIL else "warning",
+        return finding(self.finding, severity="error" if self.status == FAIL else "warning",
                        title=self.title, source=f"{self.node}/doctor" if self.node else "doctor",
-                       evidence=self.evidence, advice=self.fix, node=self.node)
+                       evidence=self.evidence, advice=self.fix or None, node=self.node)
 
 
 def worst(results: list[CheckResult]) -> str:
