@@ -175,9 +175,22 @@ class LiveCluster:
 
     @property
     def starting(self) -> bool:
-        """A container made and not yet started, none gone: a launch under way, never half (Docker never
-        takes a started container back to "created", so this holds for a late listing of it too)."""
-        return not self.exited and any(c.state == "created" for c in self.members)
+        return under_way(self.members)
+
+
+def under_way(members: Iterable[ClusterContainer]) -> bool:
+    """A container made and not yet started, none gone: a launch under way, never half (Docker never
+    takes a started container back to "created", so this holds for a late listing of it too)."""
+    members = list(members)
+    return not any(c.state in _GONE for c in members) and any(c.state == "created" for c in members)
+
+
+def launch_under_way(a: Assessment, view: ClusterView) -> Assessment:
+    """``status``'s reading of a half cluster whose missing part is only being started: "starting",
+    no finding (a launch's own preflight keeps calling such leftovers stale: it replaces them)."""
+    if a.state in ("half", "exited") and not view.unreachable and under_way(view.all()):
+        return Assessment("starting", (), launch=a.launch, plan=a.plan)
+    return a
 
 
 def from_info(node: str, c: ContainerInfo) -> ClusterContainer:

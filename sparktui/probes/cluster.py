@@ -14,7 +14,7 @@ from typing import Mapping
 
 from ..diagnosis.cluster import (LABEL, LABEL_EXECUTOR, LABEL_LAUNCH, LABEL_NNODES, LABEL_NODE, LABEL_PLAN,  # noqa: F401
                                  LABEL_RANK, LABEL_ROLE, LABEL_SERVE, Assessment, ClusterContainer, ClusterView, assess,
-                                 catalogued_finding, head_engine_dead)
+                                 catalogued_finding, head_engine_dead, launch_under_way)
 from ..model import Finding
 from ..nodes.base import Node
 
@@ -92,7 +92,7 @@ async def check_cluster(nodes: Mapping[str, Node], name: str, node_names: list[s
     """The assessment plus what the head's log says: an engine that died while its containers still run
     makes a half cluster too."""
     view = await find_cluster(nodes, name)
-    a = assess(view, node_names)
+    a = launch_under_way(assess(view, node_names), view)
     if a.state not in ("running", "half", "exited"):
         return view, a
     extra: list[Finding] = []

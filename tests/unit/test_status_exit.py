@@ -58,3 +58,21 @@ def test_state_lines_name_the_exited_container_its_code_and_when():
     assert "  spark2: container vllm_node exited with code 137 (Exited (137) 40 seconds ago)" in lines
     assert not any("spark1: container" in ln for ln in lines)  # the running one is no news
     assert any("half_cluster" in ln for ln in lines)
+
+
+@pytest.mark.parametrize("containers, state, code", [
+    # the launch made the worker's container and has not started it yet: starting, not half (cried wolf before)
+    ((_c("spark1", "running", "Up 2 seconds", 0), _c("spark2", "created", "Created", 1)), "starting", 0),
+    ((_c("spark1", "created", "Created", 0), _c("spark2", "created", "Created", 1)), "starting", 0),
+    # one exited beside one created: something did go wrong
+    ((_c("spark1", "exited", "Exited (1) 3 seconds ago", 0), _c("spark2", "created", "Created", 1)), "exited", 1),
+], ids=["worker-created", "both-created", "exited-and-created"])
+def test_a_launch_under_way_is_starting_not_half(containers, state, code):
+    from sparktui.probes.cluster import launch_under_way
+
+    view = ClusterView("vllm_node")
+    for n in NODES:
+        view.containers[n] = [c for c in containers if c.node == n]
+    doc = cluster_doc(view, launch_under_way(assess(view, NODES), view))
+    assert (doc["state"], exit_code(_reachable(), doc)) == (state, code)
+    assert (doc["findings"] == []) == (state == "starting")
