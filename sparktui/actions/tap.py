@@ -1,7 +1,7 @@
 """What an action reads of its containers: the engine's events for them, one log path.
 
 An action never follows a log nor runs a Diagnoser of its own: the face hands it a ``Tap`` over an
-engine (the TUI its running one; the CLI a small one of its own, ``commands/small_engine.py``), and
+engine (the TUI its running one; the CLI a small one, ``collectors/small_engine.py``), and
 ``ctx.watch([(node, container), ...])`` gives the action that engine's events for those sources:
 their log lines with the engine's line numbers (``LogLine.seq``, the session file's line), their
 milestones and findings, and the end of each log (``LogEnded``, or a ``ContainerChanged`` to
@@ -31,8 +31,10 @@ class SourceWatch:
     containers, so nothing of theirs is missed; ``backlog``: also what the engine knows of them
     already (attaching to a running cluster the engine has followed for a while)."""
 
-    def __init__(self, engine: Any, sources: Iterable[tuple[str, str]], *, backlog: bool = False) -> None:
+    def __init__(self, engine: Any, sources: Iterable[tuple[str, str]], *, backlog: bool = False,
+                 on_close: Callable[[], None] | None = None) -> None:
         self.engine = engine
+        self._on_close = on_close
         self.pairs = list(dict.fromkeys(sources))
         self.keys = [f"{n}/{s}" for n, s in self.pairs]
         self._pairs = set(self.pairs)
@@ -127,6 +129,8 @@ class SourceWatch:
         unsub, self._unsubscribe = self._unsubscribe, None
         if unsub is not None:
             unsub()
+            if self._on_close is not None:
+                self._on_close()
 
 
 def ended(ev: Event) -> tuple[str, str, str] | None:
@@ -141,15 +145,31 @@ def ended(ev: Event) -> tuple[str, str, str] | None:
 
 class Tap:
     """A face's engine, offered to its actions.  ``want(node, container)``: tells the engine's
-    sources to follow that container (the CLI's small engine follows only what is asked)."""
+    sources to follow that container (a small engine follows only what is asked).  ``make``: for a
+    face whose engine does not follow Docker (a TUI without live collectors): () -> (engine, want),
+    a small engine started at the first watch and stopped when the last watch closes."""
 
-    def __init__(self, engine: Any, want: Callable[[str, str], None] | None = None) -> None:
+    def __init__(self, engine: Any = None, want: Callable[[str, str], None] | None = None, *,
+                 make: Callable[[], tuple[Any, Callable[[str, str], None]]] | None = None) -> None:
         self.engine = engine
         self._want = want
+        self._make = make
+        self._open = 0
+        self._stopping: asyncio.Task | None = None  # held: a task nobody references may be collected
 
     def watch(self, sources: Iterable[tuple[str, str]], *, backlog: bool = False) -> SourceWatch:
-        w = SourceWatch(self.engine, sources, backlog=backlog)
+        if self.engine is None and self._make is not None:
+            self.engine, self._want = self._make()
+            asyncio.get_running_loop().create_task(self.engine.start())
+        w = SourceWatch(self.engine, sources, backlog=backlog, on_close=self._closed)
+        self._open += 1
         if self._want is not None:
             for node, container in w.pairs:
                 self._want(node, container)
         return w
+
+    def _closed(self) -> None:
+        self._open -= 1
+        if self._open == 0 and self._make is not None and self.engine is not None:
+            engine, self.engine = self.engine, None
+            self._stopping = asyncio.get_running_loop().create_task(engine.stop())

@@ -489,7 +489,13 @@ class SparkApp(App[int]):
         ctx.wait_hint = "w: wait for the lock"  # the action screen's way to queue (ActionScreen.action_wait_lock)
         from ..actions.tap import Tap
 
-        ctx.tap = Tap(self.engine)  # the screen's own engine: what the action reads is what the panes show
+        if self.live:  # the screen's own engine: what the action reads is what the panes show
+            ctx.tap = Tap(self.engine)
+        else:  # this engine follows no container: a small one of the action's own, as the CLI's
+            from ..collectors.small_engine import small_engine
+
+            config, nodes = self.engine.config, ctx.nodes
+            ctx.tap = Tap(make=lambda: small_engine(config, nodes))
         return ctx
 
 

@@ -120,3 +120,30 @@ async def test_launch_strip_status_and_session_name_the_same_findings_on_the_sam
                                              log_errors("spark1", plan.name, logs["spark1"])))
     status = {(f["id"], f["source"], f["line"]) for f in doc["findings"]}
     assert _marks(launch) <= status
+
+
+async def test_a_face_whose_engine_follows_no_container_lends_its_action_a_small_one_for_the_run():
+    """A TUI built without live collectors: the first watch starts an engine of the action's own
+    (the CLI's kind), the last close stops it."""
+    config = cfg('executor = "mp"')
+    plan = plan_cluster(config, launch_id="recorded")
+    made: list[Engine] = []
+
+    def make():
+        made.append(Engine(config, [Recorded(plan, {"spark1": _lines("mp_worker_killed_head.log"),
+                                                    "spark2": _lines("mp_worker_killed_rank1.log")})],
+                           processors=default_processors()))
+        return made[-1], None
+
+    tap = Tap(make=make)
+    watch = tap.watch([(np.node, np.container) for np in plan.nodes])
+    assert len(made) == 1
+    while not isinstance(await watch.next(10), LogEnded):  # the worker's end comes after every line
+        pass
+    _, ranked = await watch.finish()
+    head = f"spark1/{plan.name}"
+    assert [(f.id, f.line) for f in ranked if f.severity == "error" and f.source == head] == [
+        ("worker_died", 178), ("engine_dead", 249)]
+    watch.close()
+    await tap._stopping
+    assert tap.engine is None and not made[0].started
