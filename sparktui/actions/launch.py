@@ -28,7 +28,6 @@ from typing import Any
 from ..model import FAIL, Finding, FindingRaised, LogBatch, LogLine, MilestoneReached
 from ..probes.cluster import LABEL_LAUNCH, Assessment, assess, catalogued_finding, find_cluster, parse_ray_status
 from ..probes.serving import ServingError, endpoint, server_info
-from ..waiting import get_within
 from .base import Action, ActionContext, ActionFailed, ActionResult
 from .serving_target import forward_note
 from .cluster_plan import ClusterPlan, NodePlan, PlanError, plan_cluster

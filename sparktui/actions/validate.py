@@ -1,9 +1,10 @@
 """``validate``: start the image on ONE node with the model mounted read-only, the way the image
 wants to be started (its env variables when it has a custom entrypoint that ignores arguments,
 else ``vllm serve`` arguments), read its log's milestones and findings from the face's engine
-(``ctx.watch``: the events its screen and session get) until the API server is up, or a finding says why not; then prove the server answers: ``/health``,
-``/v1/models`` and one real chat completion through the openai client, reached through the node's
-own connection, and report the vLLM version it runs (``GET /version``).
+(``ctx.watch``: the events its screen and session get) until the API server is up, or a finding
+says why not; then prove the server answers: ``/health``, ``/v1/models`` and one real chat
+completion through the openai client, reached through the node's own connection, and report the
+vLLM version it runs (``GET /version``).
 
 When the memory fit already says one node cannot hold the model, it says so BEFORE starting: the
 run then validates architecture support only, and "architecture OK, OOM as predicted" is a pass.
