@@ -440,6 +440,35 @@ class TimelineEntry:
     ts: float = field(default_factory=now)
 
 
+@dataclass(frozen=True, slots=True)
+class LogEnded:
+    """A container's log was read to its end (the container stopped): ``state`` and ``exit_code``
+    as Docker gave them when the follower finished."""
+
+    node: str
+    source: str
+    state: str = ""
+    exit_code: int | None = None
+    container: str = ""  # its id: a container of the same name made since is another one
+    ts: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
+class InputEnded:
+    """End of input for some sources (keys ``node/source``), asked by whoever reads them (an action
+    whose container stopped): the Diagnoser runs its end-of-input analysis over those sources
+    (open tracebacks, the phase a log stopped in, last words, cross-rank comparison) and answers
+    with the same event, ``done``, after the findings it raised, carrying every finding of those
+    sources after the analysis, ranked (root cause first).  ``token`` pairs the answer with its ask."""
+
+    sources: tuple[str, ...]
+    token: str = ""
+    done: bool = False
+    findings: tuple["Finding", ...] = ()
+    node: str = ""
+    ts: float = field(default_factory=now)
+
+
 Event = Union[
     NodeReachability,
     DockerStatus,
@@ -460,6 +489,8 @@ Event = Union[
     ActionEvent,
     Note,
     TimelineEntry,
+    LogEnded,
+    InputEnded,
 ]
 # what every producer of events (node sources, collectors, actions) is handed to report them
 Emit = Callable[[Event], None]

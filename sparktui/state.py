@@ -304,8 +304,13 @@ def _raised(state: ClusterState, f0: Finding) -> ClusterState:
         del states[key]
         kept = tuple(x for x in state.findings if x.key != key)
         return replace(state, findings=kept + (f0,), finding_states=_frozen(states))
-    if any(x.key == key for x in state.findings):
-        return state
+    for i, x in enumerate(state.findings):
+        if x.key == key:
+            if (x.severity, x.title, x.evidence) == (f0.severity, f0.title, f0.evidence):
+                return state
+            # revised (the end of input's analysis made a death after a shutdown request info, a
+            # suspicion an error): the strip shows what the action and the session say now
+            return replace(state, findings=state.findings[:i] + (f0,) + state.findings[i + 1:])
     return replace(state, findings=state.findings + (f0,))
 
 

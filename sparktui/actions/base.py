@@ -105,6 +105,16 @@ class ActionContext:
     timeline: Any = None
     # how this face queues behind another operator's lock, said in a refusal ('' : the CLI's --wait)
     wait_hint: str = ""
+    # the face's engine, offered to actions (actions/tap.py): set by a face whose actions read logs
+    tap: Any = None
+
+    def watch(self, sources, *, backlog: bool = False):
+        """The engine's events of these (node, container) sources (``tap.SourceWatch``): an action
+        reads its containers' logs, milestones and findings here, never from Docker itself."""
+        if self.tap is None:
+            raise ActionFailed(f"{self.action_name or 'this action'} reads container logs through an engine, "
+                               "and this face gave it none")
+        return self.tap.watch(sources, backlog=backlog)
 
     def emit(self, step: str, status: str, message: str = "", *, progress: float | None = None, node: str = "",
              key: str = "") -> None:

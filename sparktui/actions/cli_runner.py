@@ -5,6 +5,7 @@ which cleans up after itself before the process exits (130)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import signal
@@ -143,7 +144,9 @@ class _CliContext(ActionContext):
         return await super().confirm(title, detail, full=full)
 
 
-async def _run(config: Config, action: Action, args, transient: bool = False) -> ActionResult:
+async def _run(config: Config, action: Action, args, transient: bool = False, tap=None) -> ActionResult:
+    """``tap``: (config, nodes) -> an async context giving the engine the action reads its logs from
+    (the commands layer's small engine, ``commands/small_engine.py``)."""
     nodes = make_nodes(config)
     printer = _Printer(transient=transient)
     verbose = bool(getattr(args, "verbose", False))
@@ -163,7 +166,8 @@ async def _run(config: Config, action: Action, args, transient: bool = False) ->
         except (NotImplementedError, RuntimeError, ValueError):
             pass
     try:
-        result = await action.run(ctx)
+        async with (tap(config, nodes) if tap is not None else contextlib.nullcontext()) as ctx.tap:
+            result = await action.run(ctx)
         # text output ends with the result's line: a failure line saying the same is not printed too
         printer.finish(None if getattr(args, "json", False) else result.summary)
         return result
@@ -183,12 +187,12 @@ async def _run(config: Config, action: Action, args, transient: bool = False) ->
 
 def run_action(args, make_action: Callable[[Config], Action],
                extra_text: Callable[[ActionResult], str] | None = None, show_findings: bool = True,
-               transient_progress: bool = False) -> int:
-    """``transient_progress``: the result text repeats every step (see ``_Printer``)."""
+               transient_progress: bool = False, tap=None) -> int:
+    """``transient_progress``: the result text repeats every step (see ``_Printer``).  ``tap``: see ``_run``."""
     config = load_config(getattr(args, "config", None))
     action = make_action(config)
     try:
-        result = asyncio.run(_run(config, action, args, transient_progress))
+        result = asyncio.run(_run(config, action, args, transient_progress, tap))
     except (KeyboardInterrupt, asyncio.CancelledError):
         print("sparktui: cancelled; cleaned up", file=sys.stderr)
         return 130

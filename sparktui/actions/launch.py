@@ -9,8 +9,9 @@ launch:
    with the exact ``docker run`` per node as its details.
 3. one container per node through the Docker API; with Ray, ``ray status`` must list every node and
    GPU before ``vllm serve`` starts detached in the head container.
-4. the milestones of every node's log, through the Diagnoser, until ``/health`` and ``/v1/models``
-   answer; a container that exits or the ready timeout ends it.
+4. the milestones and findings of every node's log, read from the face's engine (``ctx.watch``: the
+   same events its screen and session get), until ``/health`` and ``/v1/models`` answer; a
+   container that exits or the ready timeout ends it.
 
 The cluster is detached: cancelling (Ctrl+C, Esc, a closed terminal, a lost SSH connection) stops
 only the watching.  Containers are removed only when the launch itself failed, so no half-started
@@ -24,14 +25,13 @@ import time
 import uuid
 from typing import Any
 
-from ..model import FAIL, Finding
+from ..model import FAIL, Finding, FindingRaised, LogBatch, LogLine, MilestoneReached
 from ..probes.cluster import LABEL_LAUNCH, Assessment, assess, catalogued_finding, find_cluster, parse_ray_status
 from ..probes.serving import ServingError, endpoint, server_info
-from ..waiting import get_within
 from .base import Action, ActionContext, ActionFailed, ActionResult
 from .serving_target import forward_note
 from .cluster_plan import ClusterPlan, NodePlan, PlanError, plan_cluster
-from .container_logs import LogPump
+from .tap import SourceWatch, ended
 from .lock import owner_labels
 
 
@@ -75,14 +75,19 @@ class LaunchAction(Action):
         if not await self._plan_and_confirm(ctx, plan, removals):
             return ActionResult(self.name, False, "not confirmed")
         started = time.monotonic()
-        await self._start(ctx, plan)
-        if plan.executor == "ray" and plan.engine == "vllm":
-            ok = await self._ray_gate(ctx, plan, findings)
-            if not ok:
-                return await self._fail(ctx, plan, findings, "Ray did not list every node and GPU")
-            await self._serve_in_head(ctx, plan)
-        self._remove_on_exit = False  # from here on the cluster is detached from this process
-        return await self._watch(ctx, plan, findings, started, attached=False)
+        # before the containers start: the engine's events of them, from their first line
+        watch = ctx.watch([(np.node, np.container) for np in plan.nodes])
+        try:
+            await self._start(ctx, plan)
+            if plan.executor == "ray" and plan.engine == "vllm":
+                ok = await self._ray_gate(ctx, plan, findings)
+                if not ok:
+                    return await self._fail(ctx, plan, findings, "Ray did not list every node and GPU")
+                await self._serve_in_head(ctx, plan)
+            self._remove_on_exit = False  # from here on the cluster is detached from this process
+            return await self._watch(ctx, plan, findings, started, attached=False, watch=watch)
+        finally:
+            watch.close()
 
     async def _plan_and_confirm(self, ctx: ActionContext, plan: ClusterPlan, removals) -> bool:
         """The plan said (one line per node) and the one confirmation; the full ``docker run``
@@ -282,26 +287,25 @@ class LaunchAction(Action):
         ctx.emit("attach", "info", f"launch {assessment.launch} already runs on every node: following it")
         for np in plan.nodes:
             ctx.emit("milestone", "progress", "container started", node=np.node, key="container_started")
-        return await self._watch(ctx, plan, [], time.monotonic(), attached=True)
+        # what the engine read of the running cluster already, then what comes
+        watch = ctx.watch([(np.node, np.container) for np in plan.nodes], backlog=True)
+        try:
+            return await self._watch(ctx, plan, [], time.monotonic(), attached=True, watch=watch)
+        finally:
+            watch.close()
 
     async def _watch(self, ctx: ActionContext, plan: ClusterPlan, findings: list[Finding], started: float,
-                     *, attached: bool, pumps: list | None = None) -> ActionResult:
-        from ..diagnosis import Diagnoser
-
+                     *, attached: bool, watch: SourceWatch, extra: list | None = None) -> ActionResult:
+        """``extra``: other readers feeding ``watch`` (the launcher script's output), stopped at the end."""
         c = ctx.config.cluster
         timeout = self.timeout or c.ready_timeout
-        queue: asyncio.Queue = asyncio.Queue()
-        if pumps is None:
-            pumps = [LogPump(self._clients[np.node], np.container, np.node, queue).start() for np in plan.nodes]
-        else:  # factories of other log sources (the launcher script's output), same queue protocol
-            pumps = [make(queue) for make in pumps]
-        diag = Diagnoser()
         seen: dict[str, list[str]] = {np.node: ["container_started"] for np in plan.nodes}
         if plan.executor == "ray":
             for np in plan.nodes:
                 seen[np.node].append("ray_joined")
         tails: dict[str, list[str]] = {np.node: [] for np in plan.nodes}
         errs: list[Finding] = []
+        ended_as: dict[str, str] = {}  # node -> how its container's log ended (from the engine)
         outcome, why = "timeout", f"not ready within {timeout:.0f} s"
         deadline = time.monotonic() + timeout
         base: str | None = None
@@ -314,7 +318,7 @@ class LaunchAction(Action):
                     if now >= deadline:
                         break
                     try:
-                        node, lines = await get_within(queue, max(0.05, min(deadline, next_poll) - now))
+                        ev = await watch.next(max(0.05, min(deadline, next_poll) - now))
                     except TimeoutError:
                         info = await self._probe(ctx, plan)
                         if info is not None:
@@ -322,25 +326,32 @@ class LaunchAction(Action):
                             break
                         next_poll = time.monotonic() + (1.0 if "api_ready" in seen[plan.head.node] else 5.0)
                         continue
-                    if lines is None:
-                        gone = await self._exited(plan)
+                    end = ended(ev)
+                    if end is not None:
+                        node, cid, how = end
+                        mine = self._ids.get(node)
+                        if mine and cid and cid != mine:
+                            continue  # an older container of that name, not this launch's
+                        name = next((np.container for np in plan.nodes if np.node == node), "")
+                        ended_as[node] = f"{name} {how}".strip()
+                        gone = await self._exited(plan) if self._clients else dict(ended_as)
                         if gone:
                             outcome, why = "exited", "; ".join(f"{n}: {s}" for n, s in gone.items())
                             break
                         continue
-                    tails[node] = (tails[node] + lines)[-30:]
-                    for item in diag.feed_lines(node, lines, node):
-                        self._note(ctx, node, item, seen, errs)
+                    self._take(ctx, ev, plan, seen, tails, errs)
                     if "api_ready" in seen[plan.head.node] and next_poll - time.monotonic() > 1.0:
                         next_poll = time.monotonic()
             finally:
-                for p in pumps:
+                for p in extra or ():
                     p.stop()
-            for ev in diag.finish() if outcome != "ready" else ():
-                item = getattr(ev, "finding", None) or getattr(ev, "milestone", None)
-                if item is not None:
-                    self._note(ctx, getattr(item, "node", "") or plan.head.node, item, seen, errs)
-            ranked = [f for f in diag.findings if f.severity == "error"]
+            if outcome != "ready":  # end of input: the engine's last analysis of these logs
+                more, ranked = await watch.finish()
+                for ev in more:
+                    self._take(ctx, ev, plan, seen, tails, errs)
+            else:
+                ranked = watch.ranked()
+            ranked = [f for f in ranked if f.severity == "error"]
             errs[:] = [f for i, f in enumerate(ranked) if all(g.id != f.id for g in ranked[:i])]
             if outcome == "ready":
                 base = await endpoint(ctx.nodes[plan.head.node], plan.serve_host, plan.serve_port)
@@ -383,6 +394,18 @@ class LaunchAction(Action):
         except (ServingError, OSError, Exception):
             return None
         return info if info.healthy and info.models else None
+
+    def _take(self, ctx: ActionContext, ev, plan: ClusterPlan, seen: dict[str, list[str]],
+              tails: dict[str, list[str]], errs: list[Finding]) -> None:
+        """One engine event of the cluster's logs: lines into the tails, milestones and findings said."""
+        if isinstance(ev, (LogBatch, LogLine)):
+            node = ev.node if ev.node in tails else plan.head.node
+            texts = [ln.text for ln in ev.lines] if isinstance(ev, LogBatch) else [ev.text]
+            tails[node] = (tails[node] + texts)[-30:]
+        elif isinstance(ev, FindingRaised):
+            self._note(ctx, ev.finding.node or plan.head.node, ev.finding, seen, errs)
+        elif isinstance(ev, MilestoneReached):
+            self._note(ctx, ev.milestone.node or plan.head.node, ev.milestone, seen, errs)
 
     @staticmethod
     def _note(ctx: ActionContext, node_name: str, item, seen: dict[str, list[str]], errs: list[Finding]) -> None:

@@ -75,16 +75,17 @@ def script_argv(ctx: ActionContext, launch_id: str) -> tuple[list[str], str]:
 
 
 class _FileTail:
-    """Follows a file on a node (``tail -F``) into the launch's queue, as ``(node, [lines])``."""
+    """Follows a file on a node (``tail -F``) into the engine, through the launch's watch: the
+    launcher's output is a source of its own (node, file path), analysed and numbered like a log."""
 
-    def __init__(self, node, path: str, key: str, queue: asyncio.Queue) -> None:
-        self.node, self.path, self.key, self.queue = node, path, key, queue
+    def __init__(self, node, path: str, key: str, watch) -> None:
+        self.node, self.path, self.key, self.watch = node, path, key, watch
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
         try:
             async for line in self.node.stream(["tail", "-n", "+1", "-F", self.path]):
-                self.queue.put_nowait((self.key, [line.decode("utf-8", "replace")]))
+                self.watch.feed(self.key, self.path, [line.decode("utf-8", "replace")])
         except Exception:  # the connection went: the watch ends on the container states or its timeout
             pass
 
@@ -123,6 +124,17 @@ async def launch_with_script(action: "LaunchAction", ctx: ActionContext) -> Acti
     if not await action._confirm_and_replace(ctx, title, detail, removals):
         return ActionResult(action.name, False, "not confirmed")
     started = time.monotonic()
+    # before the script starts them: the engine's events of the containers, from their first line
+    watch = ctx.watch([(np.node, np.container) for np in plan.nodes])
+    try:
+        return await _run_script(action, ctx, plan, argv, log, head, findings, started, watch)
+    finally:
+        watch.close()
+
+
+async def _run_script(action: "LaunchAction", ctx: ActionContext, plan, argv: list[str], log: str, head,
+                      findings: list, started: float, watch) -> ActionResult:
+    c = ctx.config.cluster
     async with ctx.step("script", "launch-cluster.sh started detached", node=plan.head.node) as rec:
         res = await head.run(argv, timeout=30)
         if not res.ok:
@@ -153,7 +165,7 @@ async def launch_with_script(action: "LaunchAction", ctx: ActionContext) -> Acti
     if not await action._ray_gate(ctx, plan, findings):
         return await action._fail(ctx, plan, findings, "Ray did not list every node and GPU")
     action._remove_on_exit = False
-    result = await action._watch(ctx, plan, findings, started, attached=False,
-                                 pumps=[lambda q: _FileTail(head, log, plan.head.node, q)])
+    result = await action._watch(ctx, plan, findings, started, attached=False, watch=watch,
+                                 extra=[_FileTail(head, log, plan.head.node, watch)])
     result.data["launcher_log"] = log
     return result

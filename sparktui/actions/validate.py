@@ -1,9 +1,10 @@
 """``validate``: start the image on ONE node with the model mounted read-only, the way the image
 wants to be started (its env variables when it has a custom entrypoint that ignores arguments,
-else ``vllm serve`` arguments), follow its log through the Diagnoser's milestones and findings
-until the API server is up, or a finding says why not; then prove the server answers: ``/health``,
-``/v1/models`` and one real chat completion through the openai client, reached through the node's
-own connection, and report the vLLM version it runs (``GET /version``).
+else ``vllm serve`` arguments), read its log's milestones and findings from the face's engine
+(``ctx.watch``: the events its screen and session get) until the API server is up, or a finding
+says why not; then prove the server answers: ``/health``, ``/v1/models`` and one real chat
+completion through the openai client, reached through the node's own connection, and report the
+vLLM version it runs (``GET /version``).
 
 When the memory fit already says one node cannot hold the model, it says so BEFORE starting: the
 run then validates architecture support only, and "architecture OK, OOM as predicted" is a pass.
@@ -16,15 +17,14 @@ import asyncio
 import time
 
 from ..diagnosis.catalogue import finding
-from ..model import FAIL, Finding
+from ..model import FAIL, Finding, FindingRaised, LogBatch, LogLine, MilestoneReached
 from ..probes.image import ImageInfo, ImageNotFound, default_image, inspect_image, run_in_image
 from ..probes.model import ModelProbeError, probe_model
 from ..probes.serving import ServingError, chat, endpoint, server_info
 from .base import Action, ActionContext, ActionFailed, ActionResult
 from .checks.entrypoint import passes_args
-from .container_logs import LogPump
+from .tap import SourceWatch, ended
 from ..units import gib
-from ..waiting import get_within
 from .checks.fit import compute_fit, parse_meminfo
 from .lock import LABEL_ACTION, LABEL_OPERATOR, LABEL_SESSION, owner_labels
 
@@ -165,9 +165,18 @@ class ValidateAction(Action):
                       environment=env, volumes={path: {"bind": mount, "mode": "ro"}})
             if command:
                 kw["command"] = command
-            container = await asyncio.to_thread(lambda: client.containers.run(image, **kw))
+            # before it starts: the engine's events of it, from its first line
+            watch = ctx.watch([(node_name, cname)])
+            try:
+                container = await asyncio.to_thread(lambda: client.containers.run(image, **kw))
+            except BaseException:
+                watch.close()
+                raise
             rec.message = f"{container.short_id} started; model mounted read-only at {mount}"
-        verdict = await self._follow(ctx, node_name, client, cname, predicted_oom, findings)
+        try:
+            verdict = await self._follow(ctx, node_name, watch, container.id, predicted_oom, findings)
+        finally:
+            watch.close()
         if not verdict.ok and verdict.findings and any(f.id == "port_in_use" for f in verdict.findings):
             verdict = await self._name_port_holder(node, c.serve_port, verdict)
         if verdict.ok and verdict.data.get("outcome") == "ready" and not predicted_oom:
@@ -240,50 +249,51 @@ class ValidateAction(Action):
         rc, text = await run_in_image(node, image, ["cat"], [info.entrypoint[0]], timeout=60)
         return rc == 0 and passes_args(text)
 
-    async def _follow(self, ctx: ActionContext, node_name: str, client, cname: str, predicted_oom: bool,
+    async def _follow(self, ctx: ActionContext, node_name: str, watch: SourceWatch, cid: str, predicted_oom: bool,
                       findings: list[Finding]) -> ActionResult:
-        queue: asyncio.Queue = asyncio.Queue()
-        from ..diagnosis import Diagnoser
-
-        diag = Diagnoser()
-        key = f"{node_name}/{cname}"
         seen_ms: set[str] = set()
         errs: list[Finding] = []
         tail: list[str] = []
-        pump = LogPump(client, cname, key, queue).start()
         deadline = time.monotonic() + self.timeout
         outcome = "timeout"
+
+        def take(ev) -> None:
+            nonlocal tail
+            if isinstance(ev, (LogBatch, LogLine)):
+                tail = (tail + ([ln.text for ln in ev.lines] if isinstance(ev, LogBatch) else [ev.text]))[-20:]
+            elif isinstance(ev, FindingRaised):
+                self._note(ctx, node_name, ev.finding, seen_ms, errs)
+            elif isinstance(ev, MilestoneReached):
+                self._note(ctx, node_name, ev.milestone, seen_ms, errs)
+
         async with ctx.step("follow", "milestones from the container log", node=node_name) as rec:
-            try:
-                while True:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    try:
-                        _, lines = await get_within(queue, left)  # never loses a Ctrl+C (waiting.py)
-                    except TimeoutError:
-                        break
-                    if lines is None:
-                        outcome = "exited"
-                        break
-                    tail = (tail + lines)[-20:]
-                    for item in diag.feed_lines(key, lines, node_name):
-                        self._note(ctx, node_name, item, seen_ms, errs)
-                    if seen_ms & (ENGINE_READY if predicted_oom else SERVING):
-                        outcome = "ready"
-                        break
-            finally:
-                pump.stop()
-            for ev in diag.finish():
-                item = getattr(ev, "finding", None) or getattr(ev, "milestone", None)
-                if item is not None:
-                    self._note(ctx, node_name, item, seen_ms, errs)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    ev = await watch.next(left)  # never loses a Ctrl+C (waiting.py)
+                except TimeoutError:
+                    break
+                end = ended(ev)
+                if end is not None:
+                    if end[1] and end[1] != cid:
+                        continue  # the leftover of an earlier run, removed before this one started
+                    outcome = "exited"
+                    break
+                take(ev)
+                if seen_ms & (ENGINE_READY if predicted_oom else SERVING):
+                    outcome = "ready"
+                    break
+            more, ranked = await watch.finish()  # the engine's end-of-input analysis of this log
+            for ev in more:
+                take(ev)
             # the Diagnoser's causal order (root cause first), one finding per id
-            ranked: list[Finding] = []
-            for f in diag.findings:
-                if f.severity == "error" and all(g.id != f.id for g in ranked):
-                    ranked.append(f)
-            errs[:] = ranked
+            root_first: list[Finding] = []
+            for f in ranked:
+                if f.severity == "error" and all(g.id != f.id for g in root_first):
+                    root_first.append(f)
+            errs[:] = root_first
             rec.data = {"milestones": sorted(seen_ms), "last_lines": tail[-10:]}
             rec.message = f"{outcome}; milestones: {', '.join(sorted(seen_ms)) or 'none'}"
         return self._verdict(ctx, node_name, outcome, seen_ms, errs, predicted_oom, findings, tail)
@@ -294,6 +304,8 @@ class ValidateAction(Action):
             if item.severity == "error" and all(f.id != item.id for f in errs):
                 errs.append(item)
                 ctx.emit("follow", "info", f"finding {item.id}: {item.title}", node=node_name)
+        elif getattr(item, "id", None) == "container_started":
+            return  # the start step said so already
         elif getattr(item, "id", None) and item.id not in seen_ms:
             seen_ms.add(item.id)
             ctx.emit("follow", "progress", item.text, progress=item.progress, node=node_name)

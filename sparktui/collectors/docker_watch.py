@@ -15,7 +15,7 @@ from typing import Any
 from ..logs.follow import LogCursor, LogFollower
 from ..transport.threads import in_thread, start_thread
 from ..waiting import Backoff, get_within
-from ..model import ContainerChanged, ContainerInfo, ContainersSnapshot, ContainerState, DockerStatus, Emit
+from ..model import ContainerChanged, ContainerInfo, ContainersSnapshot, ContainerState, DockerStatus, Emit, LogEnded
 from ..probes.containers import STATE_ACTIONS, from_event, from_inspect, is_own_probe, removed
 
 log = logging.getLogger(__name__)
@@ -42,9 +42,13 @@ class LogState:
 
 
 class DockerWatch:
-    def __init__(self, node, name: str, emit: Emit, logs: LogState, reconcile_interval: float = 30.0) -> None:
+    def __init__(self, node, name: str, emit: Emit, logs: LogState, reconcile_interval: float = 30.0,
+                 only: "set[str] | None" = None) -> None:
+        """``only``: the container names whose logs are followed (None: every container's).  The CLI's
+        small engine follows only what its action asked for (``want``), not a node's every old log."""
         self.node, self.name, self.emit, self.logs = node, name, emit, logs
         self.reconcile_interval = reconcile_interval
+        self.only = only
         self.known: dict[str, ContainerInfo] = {}
         self.followers: dict[str, asyncio.Task] = {}
         self.unfollowable: set[str] = set()
@@ -154,7 +158,19 @@ class DockerWatch:
         if action in ("start", "restart"):
             self._ensure_follower(info)
 
+    def want(self, container: str) -> None:
+        """Follow ``container``'s log from now on (with ``only``): at once when it is known, else when
+        Docker says it started."""
+        if self.only is None or container in self.only:
+            return
+        self.only.add(container)
+        for info in list(self.known.values()):
+            if info.name == container and self._client is not None:
+                self._ensure_follower(info)
+
     def _ensure_follower(self, info: ContainerInfo) -> None:
+        if self.only is not None and info.name not in self.only:
+            return
         t = self.followers.get(info.id)
         if (t is not None and not t.done()) or info.id in self.unfollowable:
             return
@@ -200,6 +216,8 @@ class DockerWatch:
             await self._follow(f, info, catching_up=True)  # the lines the daemon's follow ended before
         else:
             self.logs.complete.add(info.id)
+            # the log is whole: whoever waits on this container (an action) may end its input now
+            self.emit(LogEnded(self.name, info.name, latest.state.value, latest.exit_code, info.id))
 
     def file_full(self, source: str) -> None:
         """The session file of ``source`` takes no more lines (``LogState.full`` has it already)."""

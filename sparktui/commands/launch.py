@@ -19,6 +19,8 @@ def _text(result) -> str:
 
 def run(args) -> int:
     from ..actions.cli_runner import run_action
+    from .small_engine import engine_tap
     from ..actions.launch import LaunchAction
 
-    return run_action(args, lambda _c: LaunchAction(replace=args.replace, timeout=args.timeout), extra_text=_text)
+    return run_action(args, lambda _c: LaunchAction(replace=args.replace, timeout=args.timeout), extra_text=_text,
+                      tap=engine_tap)

@@ -20,6 +20,7 @@ from ..model import (
     Event,
     Finding,
     FindingRaised,
+    InputEnded,
     LogBatch,
     LogLine,
     Milestone,
@@ -100,7 +101,24 @@ class Diagnoser:
             return self._check_images(event)
         if isinstance(event, FindingRaised):
             return self._on_alarm(event.finding)
+        if isinstance(event, InputEnded) and not event.done:
+            return self.end_of_input(event)
         return []
+
+    def end_of_input(self, ask: InputEnded) -> list[Event]:
+        """``finish`` over the asked sources only (an action's containers, not every log the engine
+        follows): the findings it raised or revised, then the answer carrying all of theirs, ranked."""
+        keys = [k for k in ask.sources if k in self.scanners]
+        part = Diagnoser(self.catalogue, rules=self.rules, flush_after=self.flush_after)
+        part.scanners = {k: self.scanners[k] for k in keys}  # the same scanners: what it revises stays
+        before = {id(f) for k in keys for f in self.scanners[k].findings}
+        derived = part.finish()
+        out: list[Event] = [e for e in derived if isinstance(e, MilestoneReached)]
+        # new, and revised (a severity or line changed: a new object under the same id)
+        out += [FindingRaised(f) for k in keys for f in self.scanners[k].findings if id(f) not in before]
+        ranked = rank_findings([f for k in keys for f in self.scanners[k].findings], self.catalogue,
+                               {k: i for i, k in enumerate(keys)})
+        return [*out, replace(ask, done=True, findings=tuple(ranked))]
 
     def _run(self, node: str, c) -> str:
         """The source key of a running container; another container under the name (a relaunch)

@@ -72,17 +72,40 @@ def parse_ray_status(text: str) -> tuple[int, float]:
     return nodes, float(m.group(1)) if m else 0.0
 
 
-async def log_findings(node: Node, container: str, *, tail: int = 400) -> list[Finding]:
-    """Error findings in the last ``tail`` lines of a container's log (EngineDeadError, a lost worker, ...)."""
-    from ..diagnosis import Diagnoser
+def whole_log_findings(node: str, source: str, lines: list[str]) -> list[Finding]:
+    """Every finding of one whole log, ranked: the engine's processors over its lines numbered as the
+    engine numbers them (from 1), then the end of input, as an action's watch asks for it.  So
+    ``status`` names the line the launch, the findings strip and the session name."""
+    from ..diagnosis.processors import default_processors
+    from ..engine_worker import feed_all
+    from ..model import InputEnded, LogBatch, LogLine
 
+    procs = default_processors()
+    batch = LogBatch(node, source, tuple(LogLine(node, source, t, seq=i) for i, t in enumerate(lines, 1)))
+    queue: list = [batch, InputEnded((f"{node}/{source}",), token="status")]
+    while queue:
+        ev = queue.pop(0)
+        if isinstance(ev, InputEnded) and ev.done:
+            return list(ev.findings)
+        queue.extend(feed_all(procs, ev))
+    return []
+
+
+async def log_findings(node: Node, container: str, name: str = "") -> list[Finding]:
+    """Error findings in a container's log (EngineDeadError, a lost worker, ...), one per id, root
+    cause first.  ``name``: the container's name, the source its lines go under everywhere else."""
     client = await node.docker()
-    raw = await asyncio.to_thread(client.api.logs, container, tail=tail)
-    diag = Diagnoser()
-    diag.feed_lines(f"{node.name}/{container}", raw.decode("utf-8", "replace").splitlines(), node.name)
-    diag.finish()
+    raw = await asyncio.to_thread(client.api.logs, container)
+    lines = raw.decode("utf-8", "replace").split("\n")  # as the log follower splits them
+    if lines and not lines[-1]:
+        lines.pop()
+    return log_errors(node.name, name or container, lines)
+
+
+def log_errors(node: str, source: str, lines: list[str]) -> list[Finding]:
+    """The error findings of a whole log, one per id, root cause first (what ``status`` adds)."""
     out: list[Finding] = []
-    for f in diag.findings:
+    for f in whole_log_findings(node, source, lines):
         if f.severity == "error" and all(g.id != f.id for g in out):
             out.append(f)
     return out
@@ -99,7 +122,8 @@ async def check_cluster(nodes: Mapping[str, Node], name: str, node_names: list[s
     for c in view.all():
         if c.rank == 0 or (c.rank is None and c.node == node_names[0]):
             try:
-                extra = [f for f in await log_findings(nodes[c.node], c.id) if f.id != "shutdown_requested"]
+                extra = [f for f in await log_findings(nodes[c.node], c.id, c.name)
+                         if f.id != "shutdown_requested"]
             except Exception:  # the log is a bonus here; the container states stand on their own
                 extra = []
     return view, head_engine_dead(a, name, extra)

@@ -487,6 +487,15 @@ class SparkApp(App[int]):
         ctx = ActionContext(self.engine.config, self._node_handles(), emit=emit, confirm=confirm, read_only=self.read_only)
         ctx.timeline = self.shared_timeline  # every step outcome also goes to the cluster's shared timeline
         ctx.wait_hint = "w: wait for the lock"  # the action screen's way to queue (ActionScreen.action_wait_lock)
+        from ..actions.tap import Tap
+
+        if self.live:  # the screen's own engine: what the action reads is what the panes show
+            ctx.tap = Tap(self.engine)
+        else:  # this engine follows no container: a small one of the action's own, as the CLI's
+            from ..collectors.small_engine import small_engine
+
+            config, nodes = self.engine.config, ctx.nodes
+            ctx.tap = Tap(make=lambda: small_engine(config, nodes))
         return ctx
 
 

@@ -5,22 +5,12 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from ..diagnosis.processors import FACTORY, default_processors
+
 if TYPE_CHECKING:
     from ..config import Config
     from ..engine import Engine
     from ..nodes.base import Node
-
-
-def default_processors() -> list[Any]:
-    """The engine's analysis, in order.  Each is part of every build: one that does not import
-    fails the start loudly rather than leaving the faces without findings.  The lifecycle comes
-    last: it sees the findings the others derived from the same event."""
-    from ..diagnosis import Diagnoser
-    from ..diagnosis.cluster_watch import ClusterWatch
-    from ..diagnosis.lifecycle import Lifecycle
-    from ..diagnosis.stall import StallDetector
-
-    return [Diagnoser(), StallDetector(), ClusterWatch(), Lifecycle()]
 
 
 def make_engine(config: "Config", sources: list, kind: str, extra_meta: dict | None = None, *,
@@ -33,7 +23,7 @@ def make_engine(config: "Config", sources: list, kind: str, extra_meta: dict | N
                                                         "nodes": [n.name for n in config.nodes], **(extra_meta or {})},
                              root=sessions_dir(config), max_log_bytes=config.session_log_cap_mib << 20)
     return Engine(config, sources, processors=default_processors(), session=session,
-                  processor_factory=f"{__name__}:default_processors", offload=offload)
+                  processor_factory=FACTORY, offload=offload)
 
 
 def run_app(engine: "Engine", args: Any, *, nodes: "Callable[[], Mapping[str, Node]] | None", subtitle: str,
