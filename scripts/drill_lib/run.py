@@ -457,6 +457,15 @@ async def run_drill(bed: DrillBed, drill: Drill, workdir: Path, minutes: float |
             await cli(ctx.cfg, "stop", "--yes", "--break-lock", timeout=300)
         except Exception:
             pass
+        # and whatever `stop` could not reach (a node whose sshd was just restarted): a shared bed's next
+        # drill must not meet this one's containers (dockerd-restart once cried wolf on one)
+        for node in NODES:
+            ids: set[str] = set()
+            for what in (f"label=sparktui.cluster={name}", f"name=^{name}$"):  # a planted stale one has no label
+                left = bed.docker(node, "ps", "-aq", "--filter", what)
+                ids |= set(left.stdout.split()) if left.returncode == 0 else set()
+            if ids:
+                bed.docker(node, "rm", "-f", *sorted(ids))
     return res
 
 
