@@ -47,6 +47,10 @@ _ERROR_MARK = re.compile(
     r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [EFC] \d+ \d+\]"  # Ray's core "[2025-07-23 10:06:19,681 E 51000 51000]"
     # a C++ runtime's "[Component][ERROR]" anywhere in the line (TensorRT-LLM, Triton backends)
     r"|\[[\w. -]{1,30}\]\[(?:ERROR|FATAL|CRITICAL)\]"
+    # a C library's own "file.c:123 TAG ERROR" (UCX, libfabric, NCCL-style tags other than NCCL's WARN)
+    r"|\b[\w.-]+\.(?:c|cc|cpp|cu|h|hpp):\d+\s+[A-Z][A-Z0-9]{1,10}\s+(?:ERROR|FATAL)\b"
+    # the GPU driver's Xid event (a GPU or driver fault, whatever its number)
+    r"|\bNVRM: Xid\b"
     # a non-zero ncclResult_t passed back up to the communicator's init, group, proxy or enqueue
     # ("init.cc:1548 -> 2"); a plugin's probe failing (net.h -> 2) is retried or falls back: not fatal
     r"|\b(?:NCCL )?INFO (?:[\w-]+/)?(?:init|group|enqueue|proxy|bootstrap|transport)\.(?:cc|cu):\d+ -> [1-9]\d*\b"
@@ -78,6 +82,10 @@ _EXIT = re.compile(
     r"(?i)\b(?:exit(?:ed)?(?: with)?(?: (?:exit|return))? ?(?:code|status)|return ?code|exitcode|exit_code"
     r"|returned non-zero exit status)\s*[:=]?\s*\(?(?P<code>-?\d+)\b"
 )
+# an exit status without its number, or systemd's: "returned a non-zero exit code", "code=exited,
+# status=1/FAILURE", "Failed with result 'exit-code'"
+_EXIT_WORDS = re.compile(r"\bnon-zero (?:exit|return) (?:code|status)\b|\bcode=exited, status=[1-9]\d*\b"
+                         r"|\bFailed with result '(?:exit-code|signal|core-dump|oom-kill)'")
 # a process death: the kernel's or the shell's words, a fatal signal by name or number, a core dump
 _DEATH = re.compile(
     r"(?:^Killed\b|\bKilled\s*$|\bSegmentation fault\b|\bcore dumped\b|\bBus error\b|^Aborted\b|\bIllegal instruction\b"
@@ -86,13 +94,16 @@ _DEATH = re.compile(
     r"|\b(?:free|malloc|realloc|munmap_chunk)\(\): \w|\bdouble free or corruption\b"
     r"|\b(?:killed|terminated) by signal\b|\bsignal (?:6|7|9|11)\b"
     r"|\bdied (?:unexpectedly|with|abnormally)|\bis (?:already )?dead\b|\bhas died\b|\bwas killed\b"
-    r"|\b(?:been |was )?marked (?:as )?dead\b)"
+    r"|\b(?:been |was )?marked (?:as )?dead\b"
+    # systemd's report of a unit's main process killed by a fatal signal
+    r"|\bcode=(?:killed|dumped), status=(?:6|7|9|11)\b)"
 )
 # a stop that someone asked for: what follows it (workers torn down, an engine "dead") is the stop
 _SHUTDOWN = re.compile(
     r"(?i)(?:\bSIG(?:TERM|INT)\b|\bsignal (?:15|2)\b|\bKeyboardInterrupt\b|\bCtrl\+?-?C\b|^\^C"
     r"|\bshutting down\b|\bshutdown (?:requested|triggered|signal|initiated|complete)|\[shutdown\]"
-    r"|\bgraceful(?:ly)? (?:shutdown|stop|exit)|\bstopping (?:the )?(?:server|engine|worker)s?\b)"
+    r"|\bgraceful(?:ly)? (?:shutdown|stop|exit)|\bstopping (?:the )?(?:server|engine|worker)s?\b"
+    r"|^Stopping [\w@.-]+\.service\b)"  # systemd stopping a unit
 )
 _TRACEBACK = re.compile(r'Traceback \(most recent call last\)|^File "[^"]+", line \d+')
 
@@ -156,6 +167,8 @@ def read_line(level: str, body: str) -> tuple[str, str, str] | None:
     m = _EXIT.search(body)
     if m is not None:
         return ("non-zero exit", "", body) if m.group("code") not in ("0", "-0") else None
+    if _EXIT_WORDS.search(body):
+        return "non-zero exit", "", body
     if _DEATH.search(body):
         return "process death", "", body
     g = _ERROR_MARK.search(body)

@@ -243,3 +243,27 @@ def test_a_log_ending_in_the_older_process_group_options_block_stops_in_nccl_ini
     assert _named(lines) == ["nccl_init_hang"]
     # the same block followed by training progress: the group works
     assert _named([*lines, "epoch 0 step 10 loss 2.31"]) == []
+
+
+# ----------------------------------------------------------------------------- more failure shapes
+
+@pytest.mark.parametrize("lines, failing", [
+    # systemd's report of a unit's process: a non-zero status fails, success and a requested stop do not
+    (["Dec 06 07:00:05 spark systemd[1]: vllm.service: Main process exited, code=exited, status=1/FAILURE"], True),
+    (["Dec 06 07:00:05 spark systemd[1]: vllm.service: Main process exited, code=killed, status=9/KILL"], True),
+    (["Dec 06 07:00:05 spark systemd[1]: vllm.service: Main process exited, code=exited, status=0/SUCCESS"], False),
+    (["Dec 06 07:00:00 spark systemd[1]: Stopping vllm.service - vLLM server...",
+      "Dec 06 07:00:05 spark systemd[1]: vllm.service: Main process exited, code=exited, status=1/FAILURE"], False),
+    # mpirun's abort notice gives no number
+    (["Primary job  terminated normally, but 1 process returned",
+      "a non-zero exit code. Per user-direction, the job has been aborted."], True),
+    # a C library's own error level (UCX), and its warning that is not one
+    (["[1733468400.123456] [node1:1234:0] ucp_worker.c:1902 UCX ERROR failed to connect to 10.0.0.2:41000"], True),
+    (["[1733468400.123456] [node1:1234:0] ucp_context.c:1081 UCX WARN network device 'mlx5_0:1' is not available"],
+     False),
+    # the GPU driver's Xid event, and its ordinary load notice
+    (["[ 812.33] NVRM: Xid (PCI:000f:01:00): 31, pid=4410, name=python3, Ch 00000008, intr 10000000"], True),
+    (["[    5.10] NVRM: loading NVIDIA UNIX Open Kernel Module for aarch64  580.95.05"], False),
+])
+def test_exit_statuses_library_errors_and_driver_events_are_failure_shapes(lines, failing):
+    assert (failure(_window(lines)) is not None) == failing
