@@ -362,6 +362,15 @@ class Diagnoser:
                     if f:
                         out.append(f)
                     continue
+            elif lw.kind == "error line":
+                # an error line's message judged by the exception table's message-only shapes (a
+                # tool's "ptxas fatal : ... sm_121a" names the same cause as the exception would)
+                fid = default_shapes().classify("", lw.message)
+                if fid is not None and fid in ents:
+                    f = sc.raise_derived(fid, lw.line, [f"the error it ended with: {lw.text}"])
+                    if f:
+                        out.append(f)
+                    continue
             comp = component(lw, window)
             if lw.kind == "process death" and comp in ENGINES and "engine_dead" in ents \
                     and not any(f.severity != "info" for f in sc.findings):

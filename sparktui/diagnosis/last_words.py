@@ -65,7 +65,9 @@ _ERROR_MARK = re.compile(
 _LEVEL_WORD = re.compile(
     r"^\[?(?P<lvl>ERROR|FATAL|CRITICAL|Error|Fatal|fatal error)\]?[:\s]"
     # a program's or function's own "name: error: ..." (argparse, GNU tools, C libraries' "func: failed to")
-    r"|^(?:[\w.:/-]{1,80}: ){1,2}(?:error|fatal|ERROR|FATAL|failed to|unable to|cannot)\b"
+    r"|^(?:[\w.:/-]{1,80}: ){1,2}(?:(?:initiali[sz]ation|internal|runtime|fatal) )?(?:error|fatal|ERROR|FATAL|failed to|unable to|cannot)\b"
+    # a compiler driver's padded level ("ptxas fatal   : ...", "nvcc fatal   : ...")
+    r"|^[\w.+-]{1,40} (?:fatal|error)\s+: "
     # "<subsystem> error: ..." ("CUDA error: ...", "Runtime error: ...")
     r"|^(?:[\w.-]{1,30} ){1,3}(?:error|ERROR)(?: \d+)?: "
     # an assertion that failed (C/C++ assert, GGML_ASSERT, a runtime's own checks)

@@ -267,3 +267,17 @@ def test_a_log_ending_in_the_older_process_group_options_block_stops_in_nccl_ini
 ])
 def test_exit_statuses_library_errors_and_driver_events_are_failure_shapes(lines, failing):
     assert (failure(_window(lines)) is not None) == failing
+
+
+@pytest.mark.parametrize("line, fid", [
+    # a compiler driver's padded level, its message judged by the exception table (no code for sm_121)
+    ("ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'", "broken_install"),
+    ("nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared "
+     "object file: no such file or directory: unknown.", "broken_install"),
+    # the same tools' ordinary output
+    ("ptxas info    : Used 40 registers, 384 bytes cmem[0]", None),
+    ("nvidia-container-cli: no error; 1 device found", None),
+])
+def test_an_error_lines_message_is_judged_by_the_exception_table(line, fid):
+    got = [f.id for f in diagnose_lines([line]) if f.severity != "info"]
+    assert got == ([fid] if fid else [])
