@@ -357,6 +357,10 @@ _NET_CONTEXT = re.compile(
     r"(?i)socket|connect|rendezvous|\bstore\b|bind|listen|TCPStore|c10d|gloo|NCCL|bootstrap|\bport\b|"
     r"\baddress\b|MASTER_ADDR|init_process_group|\bgRPC\b|\bGCS\b"
 )
+# the world size a runtime checks against its parallel layout, either side of the comparison
+_WORLD = r"\b(?:mpi_?size|world_?size|n_?ranks|num_?ranks|num_?gpus|n_?gpus)\b"
+_EQ = r"(?:==|!=|=|must (?:be )?equal(?: to)?|is expected to be equal to|should be|does not (?:match|equal))"
+_TPXPP = r"\b(?:tp|tp_size|tensor_parallel(?:_size)?)\s*\*\s*(?:pp|pp_size|pipeline_parallel(?:_size)?)\b"
 _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # NCCL's error level printed from its RDMA transport's own source files (the verbs wrapper, the
     # IB net plugin): while a communicator never finished init, the RDMA setup is what failed
@@ -386,9 +390,7 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
      "dtype_unsupported_gpu", "a dtype this GPU does not support"),
     # a check of the launched ranks against the parallel layout, in whichever runtime's words: the
     # MPI/world size (or rank count) compared with tp*pp, or the ranks asked for beyond those launched
-    (re.compile(r"(?i)\b(?:mpi_?size|world_?size|n_?ranks|num_?ranks|num_?gpus|n_?gpus)\b\s*\)?\s*"
-                r"(?:==|!=|=|must (?:be )?equal(?: to)?|is expected to be equal to|should be|does not (?:match|equal))\s*"
-                r"\(?\s*(?:tp|tp_size|tensor_parallel(?:_size)?)\s*\*\s*(?:pp|pp_size|pipeline_parallel(?:_size)?)\b"),
+    (re.compile(rf"(?i)\b{_WORLD}\s*\)?\s*{_EQ}\s*\(?\s*{_TPXPP}|{_TPXPP}\s*\)?\s*{_EQ}\s*\(?\s*{_WORLD}"),
      "world_size_mismatch", "the launched world size does not match tp*pp"),
     # the RDMA provider library itself (libmlx5, rxe, EFA, ...) reporting a failed work completion:
     # a transfer on the RDMA fabric failed, whichever program drove it

@@ -281,3 +281,13 @@ def test_exit_statuses_library_errors_and_driver_events_are_failure_shapes(lines
 def test_an_error_lines_message_is_judged_by_the_exception_table(line, fid):
     got = [f.id for f in diagnose_lines([line]) if f.severity != "info"]
     assert got == ([fid] if fid else [])
+
+
+@pytest.mark.parametrize("line, fid", [
+    ("[TensorRT-LLM][ERROR] Assertion failed: worldSize == tp * pp (/src/runtime/worldConfig.cpp:80)", "world_size_mismatch"),
+    ("AssertionError: tp_size * pp_size == world_size must hold, got 8 and 4", "world_size_mismatch"),
+    # the layout printed, nothing compared
+    ("[TensorRT-LLM][INFO] world size 4, tp 2, pp 2", None),
+])
+def test_a_world_size_compared_with_tp_times_pp_either_way_round_is_the_layout_fact(line, fid):
+    assert fact_of(line) == fid
