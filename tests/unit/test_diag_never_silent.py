@@ -291,3 +291,8 @@ def test_an_error_lines_message_is_judged_by_the_exception_table(line, fid):
 ])
 def test_a_world_size_compared_with_tp_times_pp_either_way_round_is_the_layout_fact(line, fid):
     assert fact_of(line) == fid
+
+
+def test_the_cuda_drivers_out_of_memory_status_is_an_oom_and_its_other_statuses_are_cuda_errors():
+    assert _named(["RuntimeError: CUDA driver error: out of memory"]) == ["cuda_oom"]
+    assert _named(["RuntimeError: CUDA driver error: invalid device context"]) == ["cuda_error"]
