@@ -296,3 +296,18 @@ def test_a_world_size_compared_with_tp_times_pp_either_way_round_is_the_layout_f
 def test_the_cuda_drivers_out_of_memory_status_is_an_oom_and_its_other_statuses_are_cuda_errors():
     assert _named(["RuntimeError: CUDA driver error: out of memory"]) == ["cuda_oom"]
     assert _named(["RuntimeError: CUDA driver error: invalid device context"]) == ["cuda_error"]
+
+
+def _nvml_traceback(call: str) -> list[str]:
+    return ["Traceback (most recent call last):", '  File "/opt/app/gpu_stats.py", line 41, in sample',
+            f"    value = pynvml.{call}(handle)", "pynvml.NVMLError_NotSupported: Not Supported"]
+
+
+def test_nvml_not_supported_while_asking_for_the_gpus_memory_is_the_gb10_limit_as_an_error():
+    got = [(f.id, f.severity) for f in diagnose_lines(_nvml_traceback("nvmlDeviceGetMemoryInfo"))]
+    assert got == [("gb10_memory_not_supported", "error")]
+
+
+def test_nvml_not_supported_for_another_query_is_not_the_memory_limit():
+    # the binding's per-status class still parses as an exception: reported, not as GB10's memory
+    assert _named(_nvml_traceback("nvmlDeviceGetPowerUsage")) == ["unhandled_exception"]
