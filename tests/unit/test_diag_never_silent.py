@@ -311,3 +311,16 @@ def test_nvml_not_supported_while_asking_for_the_gpus_memory_is_the_gb10_limit_a
 def test_nvml_not_supported_for_another_query_is_not_the_memory_limit():
     # the binding's per-status class still parses as an exception: reported, not as GB10's memory
     assert _named(_nvml_traceback("nvmlDeviceGetPowerUsage")) == ["unhandled_exception"]
+
+
+@pytest.mark.parametrize("lines, fid", [
+    # Kubernetes' words for a container killed at its memory limit, padded as kubectl prints them
+    (["  Last State:     Terminated", "    Reason:       OOMKilled", "    Exit Code:    137"], "host_oom_killed"),
+    (["NAME          READY   STATUS      RESTARTS   AGE", "vllm-head-0   0/1     OOMKilled   2          5m"],
+     "host_oom_killed"),
+    # docker inspect of a healthy container, and a pod that completed
+    (['            "OOMKilled": false,'], None),
+    (["    Reason:       Completed", "    Exit Code:    0"], None),
+])
+def test_kubernetes_oom_kills_are_host_oom(lines, fid):
+    assert _named(lines) == ([fid] if fid else [])
