@@ -637,7 +637,8 @@ class SourceScanner:
         shape = self._shape_of(tb)
         if entry is None:
             if shape is not None:
-                entry = self.cat[shape]
+                # (an info fact the exception's shape names is what the program died of: an error)
+                entry = self._at_level(self.cat[shape], exc)
             elif tb.exception_line is None:
                 return  # a traceback cut off before its exception: nothing to name
             else:

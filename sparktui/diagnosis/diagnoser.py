@@ -31,7 +31,7 @@ from .catalogue import Catalogue, default_catalogue
 from .classifier import SourceScanner
 from .end_phase import default_end_phases
 from .exc_shapes import default_shapes
-from .last_words import ENGINES, INIT_FACT_IDS, component, facts, failure, shutdown_before
+from .last_words import ENGINES, INIT_FACT_IDS, component, facts, failure, shutdown_before, silent_facts
 from .milestones import Rules
 from .nccl_ranks import Behind, absent_ranks, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host, versions_differ
 from .ranking import GENERIC_IDS, rank_findings
@@ -43,6 +43,10 @@ SERVING_MILESTONES = frozenset({"api_ready", "first_prompt"})
 # a rank announcing itself as it enters torch.distributed's rendezvous (vLLM's parallel_state line,
 # and "rank=R ... world_size=W" in the other order): world size and rank
 _RDZV_RANK = re.compile(r"\bworld_size=(?P<w>\d+),? rank=(?P<r>\d+)\b|\brank=(?P<r2>\d+),? world_size=(?P<w2>\d+)\b")
+
+
+# the phase name of NCCL's communicator init (end_phases.toml's nccl_init text)
+NCCL_SETUP_PHASE = "NCCL communicator setup"
 
 
 def _wrap(items: Iterable[Finding | Milestone]) -> list[Event]:
@@ -328,6 +332,30 @@ class Diagnoser:
                     out.append(f)
         if out or hang_only or any(f.severity == "error" for f in every):
             return out  # a recognised failure (a dead engine, a traceback, a fact) is not silent
+        out = self._dead_or_unrecognised()
+        if not out and not any(f.severity != "info" for f in every):
+            out = self._silent_facts()
+        return out
+
+    def _silent_facts(self) -> list[Finding]:
+        """Nothing spoke about any source: a fact that is a failure by itself still names its cause
+        (last_words.silent_facts)."""
+        out: list[Finding] = []
+        for sc in self.scanners.values():
+            got = silent_facts(list(sc.window), self.catalogue.entries)
+            if got is None:
+                continue
+            line, fid, why, text, sev = got
+            f = sc.raise_derived(fid, line, [why, text], severity=sev if sev != "error" else None)
+            if f:
+                out.append(f)
+        return out
+
+    def _dead_or_unrecognised(self) -> list[Finding]:
+        """A failure nothing recognised: a process death named by the layer that died (an engine, a
+        Ray node), an exception's shape, or ``unrecognised_failure``."""
+        ents = self.catalogue.entries
+        out: list[Finding] = []
         for sc in self.scanners.values():
             window = list(sc.window)
             lw = self._unrecovered(sc, failure(window))
@@ -345,6 +373,22 @@ class Diagnoser:
                                              evidence=(f"the exception it died of: {lw.text}", *f.evidence))
                     out.append(sc.findings[k])
                     continue
+                if fid is not None and fid in ents:
+                    # no traceback head around it (a paste that kept only the last words): the
+                    # exception's class and message still name the cause
+                    f = sc.raise_derived(fid, lw.line, [f"the exception it died of: {lw.text}"])
+                    if f:
+                        out.append(f)
+                    continue
+            elif lw.kind == "error line":
+                # an error line's message judged by the exception table's message-only shapes (a
+                # tool's "ptxas fatal : ... sm_121a" names the same cause as the exception would)
+                fid = default_shapes().classify("", lw.message)
+                if fid is not None and fid in ents:
+                    f = sc.raise_derived(fid, lw.line, [f"the error it ended with: {lw.text}"])
+                    if f:
+                        out.append(f)
+                    continue
             comp = component(lw, window)
             if lw.kind == "process death" and comp in ENGINES and "engine_dead" in ents \
                     and not any(f.severity != "info" for f in sc.findings):
@@ -355,8 +399,25 @@ class Diagnoser:
                 if f:
                     out.append(f)
                 continue
+            if lw.kind == "process death" and comp == "Ray" and "ray_worker_missing" in ents \
+                    and not any(f.severity != "info" for f in sc.findings):
+                # Ray's own core (raylet, GCS) reporting a node or worker dead: the cluster lost it
+                f = sc.raise_derived("ray_worker_missing", lw.line, [f"{comp}: {lw.text}"],
+                                     title="Ray reported a node or worker dead")
+                if f:
+                    out.append(f)
+                continue
             phase = self._phase(sc, lw.line)
             what = f"{lw.exc_class}: {lw.message}" if lw.exc_class else lw.message
+            if comp == "NCCL" and phase == NCCL_SETUP_PHASE and "nccl_comm_init_failed" in ents:
+                # NCCL's own error while the communicator was being set up (the log stops there):
+                # whatever its words, creating the communicator is what failed
+                f = sc.raise_derived("nccl_comm_init_failed", lw.line,
+                                     [f"last words ({lw.kind}), during {phase}: {lw.text}"],
+                                     title=f"NCCL communicator setup failed: {what[:120]}")
+                if f:
+                    out.append(f)
+                continue
             title = f"Unrecognised failure{' in ' + comp if comp else ''}: {what}"
             if len(title) > 160:
                 title = title[:159] + "…"
@@ -394,7 +455,7 @@ class Diagnoser:
             if ph is not None:
                 return ph.text
         if any(True for t in sc.trackers for _ in t.open_inits()):
-            return "NCCL communicator setup"
+            return NCCL_SETUP_PHASE
         reached = sorted(sc.milestones.reached.values(), key=lambda m: m.line or 0)
         return f"after {reached[-1].id.replace('_', ' ')}" if reached else ""
 

@@ -22,7 +22,8 @@ SHAPES_PATH = Path(__file__).with_name("exc_shapes.toml")
 # part looks like an exception type (CamelCase ending in Error/Exception/... or a few bare names).
 _EXC_LINE = re.compile(
     r"^\s*(?P<cls>(?:[A-Za-z_]\w*\.){0,8}"
-    r"(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Timeout|Died|Dead)|KeyboardInterrupt|StopIteration))"
+    # (a binding's per-status subclasses: pynvml's "NVMLError_NotSupported")
+    r"(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Timeout|Died|Dead)(?:_[A-Z][A-Za-z]+)?|KeyboardInterrupt|StopIteration))"
     r"(?:\((?P<inner>[A-Za-z_][\w.]{0,80})\))?"  # Ray's RayTaskError(OutOfMemoryError): the cause's class
     r"(?::\s?(?P<msg>.*)|\s*)$"
 )

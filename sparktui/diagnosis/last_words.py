@@ -44,10 +44,19 @@ _QUIET_BRACKET = re.compile(r"(?:^|\]:|\s)\[[WI](?:\d{3,4} \d\d:\d\d:\d\d[.\d]*)
 # print them, NCCL's non-zero return-code trace, MPI's fatal handler
 _ERROR_MARK = re.compile(
     r"(?:^|\]:)\[(?P<lvl>[EF])(?:\d{3,4} \d\d:\d\d:\d\d[.\d]*)? [\w./-]+:\d+\]"  # torch c10d "[E socket.cpp:610]"
-    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [EF] \d+ \d+\]"  # Ray's core "[2025-07-23 10:06:19,681 E 51000 51000]"
+    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [EFC] \d+ \d+\]"  # Ray's core "[2025-07-23 10:06:19,681 E 51000 51000]"
+    # a C++ runtime's "[Component][ERROR]" anywhere in the line (TensorRT-LLM, Triton backends)
+    r"|\[[\w. -]{1,30}\]\[(?:ERROR|FATAL|CRITICAL)\]"
+    # a C library's own "file.c:123 TAG ERROR" (UCX, libfabric, NCCL-style tags other than NCCL's WARN)
+    r"|\b[\w.-]+\.(?:c|cc|cpp|cu|h|hpp):\d+\s+[A-Z][A-Z0-9]{1,10}\s+(?:ERROR|FATAL)\b"
+    # the GPU driver's Xid event (a GPU or driver fault, whatever its number)
+    r"|\bNVRM: Xid\b"
     # a non-zero ncclResult_t passed back up to the communicator's init, group, proxy or enqueue
     # ("init.cc:1548 -> 2"); a plugin's probe failing (net.h -> 2) is retried or falls back: not fatal
     r"|\b(?:NCCL )?INFO (?:[\w-]+/)?(?:init|group|enqueue|proxy|bootstrap|transport)\.(?:cc|cu):\d+ -> [1-9]\d*\b"
+    # ... or up through the net transport's connection setup (transport/net.cc), which runs once the
+    # plugin is chosen: a plugin's own probe (net_ib.cc, net.h) never passes through it
+    r"|\b(?:NCCL )?INFO transport/(?:net|p2p|shm)\.cc:\d+ -> [1-9]\d*\b"
     # MPI's fatal error handler (Open MPI, MPICH) aborting the job
     r"|\bMPI_ERRORS_ARE_FATAL\b|\bMPI_ABORT was invoked\b|\*\*\* An error occurred in MPI_\w+"
     r"|\b(?:Test )?NCCL failure\b"
@@ -56,7 +65,9 @@ _ERROR_MARK = re.compile(
 _LEVEL_WORD = re.compile(
     r"^\[?(?P<lvl>ERROR|FATAL|CRITICAL|Error|Fatal|fatal error)\]?[:\s]"
     # a program's or function's own "name: error: ..." (argparse, GNU tools, C libraries' "func: failed to")
-    r"|^(?:[\w.:/-]{1,80}: ){1,2}(?:error|fatal|ERROR|FATAL|failed to|unable to|cannot)\b"
+    r"|^(?:[\w.:/-]{1,80}: ){1,2}(?:(?:initiali[sz]ation|internal|runtime|fatal) )?(?:error|fatal|ERROR|FATAL|failed to|unable to|cannot)\b"
+    # a compiler driver's padded level ("ptxas fatal   : ...", "nvcc fatal   : ...")
+    r"|^[\w.+-]{1,40} (?:fatal|error)\s+: "
     # "<subsystem> error: ..." ("CUDA error: ...", "Runtime error: ...")
     r"|^(?:[\w.-]{1,30} ){1,3}(?:error|ERROR)(?: \d+)?: "
     # an assertion that failed (C/C++ assert, GGML_ASSERT, a runtime's own checks)
@@ -73,6 +84,10 @@ _EXIT = re.compile(
     r"(?i)\b(?:exit(?:ed)?(?: with)?(?: (?:exit|return))? ?(?:code|status)|return ?code|exitcode|exit_code"
     r"|returned non-zero exit status)\s*[:=]?\s*\(?(?P<code>-?\d+)\b"
 )
+# an exit status without its number, or systemd's: "returned a non-zero exit code", "code=exited,
+# status=1/FAILURE", "Failed with result 'exit-code'"
+_EXIT_WORDS = re.compile(r"\bnon-zero (?:exit|return) (?:code|status)\b|\bcode=exited, status=[1-9]\d*\b"
+                         r"|\bFailed with result '(?:exit-code|signal|core-dump|oom-kill)'")
 # a process death: the kernel's or the shell's words, a fatal signal by name or number, a core dump
 _DEATH = re.compile(
     r"(?:^Killed\b|\bKilled\s*$|\bSegmentation fault\b|\bcore dumped\b|\bBus error\b|^Aborted\b|\bIllegal instruction\b"
@@ -80,13 +95,17 @@ _DEATH = re.compile(
     # glibc's heap checks abort the process
     r"|\b(?:free|malloc|realloc|munmap_chunk)\(\): \w|\bdouble free or corruption\b"
     r"|\b(?:killed|terminated) by signal\b|\bsignal (?:6|7|9|11)\b"
-    r"|\bdied (?:unexpectedly|with|abnormally)|\bis (?:already )?dead\b|\bhas died\b|\bwas killed\b)"
+    r"|\bdied (?:unexpectedly|with|abnormally)|\bis (?:already )?dead\b|\bhas died\b|\bwas killed\b"
+    r"|\b(?:been |was )?marked (?:as )?dead\b"
+    # systemd's report of a unit's main process killed by a fatal signal
+    r"|\bcode=(?:killed|dumped), status=(?:6|7|9|11)\b)"
 )
 # a stop that someone asked for: what follows it (workers torn down, an engine "dead") is the stop
 _SHUTDOWN = re.compile(
     r"(?i)(?:\bSIG(?:TERM|INT)\b|\bsignal (?:15|2)\b|\bKeyboardInterrupt\b|\bCtrl\+?-?C\b|^\^C"
     r"|\bshutting down\b|\bshutdown (?:requested|triggered|signal|initiated|complete)|\[shutdown\]"
-    r"|\bgraceful(?:ly)? (?:shutdown|stop|exit)|\bstopping (?:the )?(?:server|engine|worker)s?\b)"
+    r"|\bgraceful(?:ly)? (?:shutdown|stop|exit)|\bstopping (?:the )?(?:server|engine|worker)s?\b"
+    r"|^Stopping [\w@.-]+\.service\b)"  # systemd stopping a unit
 )
 _TRACEBACK = re.compile(r'Traceback \(most recent call last\)|^File "[^"]+", line \d+')
 
@@ -98,7 +117,8 @@ _COMPONENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("CUDA driver", re.compile(r"\bNVRM\b|\bNV_ERR_\w+|\bcuda(?:Error\w*|Malloc\w*)|\bCUDA\b|\bCUresult\b|\bcuInit\b|libcuda")),
     ("TensorRT-LLM", re.compile(r"(?i)tensorrt_llm|\bTRT-?LLM\b|TensorRT")),
     ("SGLang", re.compile(r"(?i)\bsglang\b|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: DP\d+)? TP\d+\]")),
-    ("Ray", re.compile(r"\bray[./]|\braylet\b|\bRay\b|RayWorker|\bGCS\b")),
+    ("Ray", re.compile(r"\bray[./]|\bray::|\braylet\b|\bRay\b|RayWorker|\bGCS\b"
+                       r"|^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [TDIWEFC] \d+ \d+\] [\w.]+\.cc:\d+:")),
     ("transformers", re.compile(r"\btransformers[./]|huggingface_hub|\bAutoConfig\b|\bAutoTokenizer\b")),
     ("torch.distributed", re.compile(r"torch[./]distributed|\bc10d\b|\btorchrun\b|\brendezvous\b")),
     ("vLLM engine", re.compile(r"(?i)\bvllm\b|\bEngineCore\w*|\bAPIServer\b|VllmWorker|\bWorkerProc\b")),
@@ -149,6 +169,8 @@ def read_line(level: str, body: str) -> tuple[str, str, str] | None:
     m = _EXIT.search(body)
     if m is not None:
         return ("non-zero exit", "", body) if m.group("code") not in ("0", "-0") else None
+    if _EXIT_WORDS.search(body):
+        return "non-zero exit", "", body
     if _DEATH.search(body):
         return "process death", "", body
     g = _ERROR_MARK.search(body)
@@ -166,7 +188,7 @@ def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
     otherwise: its message is the cause, what follows it is the teardown), or None.  A death or an
     error after a shutdown request is no failure."""
     lines = _nonblank(window)
-    last = lines[-LAST:]
+    last = _before_native_stack(lines)[-LAST:]
     handled = _handled_tracebacks(lines)
     found: LastWords | None = None
     for n, t, level, body in last:
@@ -190,7 +212,45 @@ def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
             found = LastWords(n, t.strip(), "traceback", "", "the log ends inside a traceback")
     if found is None or shutdown_before(window, found.line) is not None:
         return None
+    if found.kind == "exception" and found.message.endswith("{"):
+        found = _json_record(found, lines)
     return found
+
+
+# a JSON record's message field ("message": "RendezvousConnectionError: ..."), as torchelastic's
+# error handler prints the exception it caught
+_JSON_MESSAGE = re.compile(r'^"message"\s*:\s*"(?P<m>(?:[^"\\]|\\.)+)')
+
+
+def _json_record(found: LastWords, lines: Sequence[tuple[int, str, str, str]]) -> LastWords:
+    """An error line that opens a JSON record ("error_handler: {"): the exception is the record's
+    innermost "message" field."""
+    for n, t, _, body in lines:
+        if n <= found.line:
+            continue
+        m = _JSON_MESSAGE.match(body)
+        exc = parse_exception(m["m"]) if m is not None else None
+        if exc is not None:
+            return LastWords(n, t.strip(), "exception", exc[0], exc[1])
+    return found
+
+
+# a native stack dump a C++ runtime prints as it aborts (glog's "*** Check failure stack trace: ***",
+# Ray's spdlog "*** StackTrace Information ***", "*** Begin stack trace ***"), then one frame a line
+_STACK_HEAD = re.compile(r"(?i)^\*\*\* .{0,40}\bstack ?trace\b.{0,40}\*\*\*$")
+_FRAME = re.compile(r"^(?:\S+|@\s+0x[0-9a-f]+\b.*|#\d+\s+0x[0-9a-f]+\b.*|\S*\(\S*\)\s*\[0x[0-9a-f]+\])$")
+
+
+def _before_native_stack(lines: list[tuple[int, str, str, str]]) -> list[tuple[int, str, str, str]]:
+    """``lines`` without a native stack dump that ends them: its frames are how the process
+    aborted, the line above the dump is what it died of (as a Python traceback's exception is)."""
+    for k in range(len(lines) - 1, max(-1, len(lines) - 200), -1):
+        body = lines[k][3]
+        if _STACK_HEAD.match(body):
+            return lines[:k]
+        if not _FRAME.match(body):
+            break
+    return lines
 
 
 _NCCL_WARN = re.compile(r"\bNCCL WARN\b")
@@ -297,6 +357,10 @@ _NET_CONTEXT = re.compile(
     r"(?i)socket|connect|rendezvous|\bstore\b|bind|listen|TCPStore|c10d|gloo|NCCL|bootstrap|\bport\b|"
     r"\baddress\b|MASTER_ADDR|init_process_group|\bgRPC\b|\bGCS\b"
 )
+# the world size a runtime checks against its parallel layout, either side of the comparison
+_WORLD = r"\b(?:mpi_?size|world_?size|n_?ranks|num_?ranks|num_?gpus|n_?gpus)\b"
+_EQ = r"(?:==|!=|=|must (?:be )?equal(?: to)?|is expected to be equal to|should be|does not (?:match|equal))"
+_TPXPP = r"\b(?:tp|tp_size|tensor_parallel(?:_size)?)\s*\*\s*(?:pp|pp_size|pipeline_parallel(?:_size)?)\b"
 _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # NCCL's error level printed from its RDMA transport's own source files (the verbs wrapper, the
     # IB net plugin): while a communicator never finished init, the RDMA setup is what failed
@@ -311,7 +375,9 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
                 r"|posix_fallocate.*(?:failed|No space left|\b28\b)|No space left on device.*\bshm\b)"),
      "nccl_shm_error", "shared memory (/dev/shm) ran out"),
     # the dynamic loader: a binary built against another torch/CUDA/Python (an ABI mismatch)
-    (re.compile(r"\bundefined symbol: \S+|\bsymbol lookup error\b|\bGLIBC(?:XX)?_[\d.]+' not found"),
+    # (macOS's dyld says "Symbol not found:" / "Library not loaded:")
+    (re.compile(r"\bundefined symbol: \S+|\bsymbol lookup error\b|\bGLIBC(?:XX)?_[\d.]+' not found"
+                r"|\bSymbol not found: \S+|\bLibrary not loaded: \S+"),
      "broken_install", "undefined symbol: a binary built against another version"),
     # an operator the installed build does not have
     (re.compile(r"\bCould not run '[\w:.]+' with arguments from the '\w+' backend"
@@ -322,7 +388,22 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
                 r"[^.\n]{0,60}\b(?:GPU|device|compute capability|hardware|platform|sm_?\d+)"
                 r"|\b(?:GPU|device|hardware)\b[^.\n]{0,60}\bdoes not support\b[^.\n]{0,20}\b(?:bf16|bfloat16|fp8|float8)\b"),
      "dtype_unsupported_gpu", "a dtype this GPU does not support"),
+    # a check of the launched ranks against the parallel layout, in whichever runtime's words: the
+    # MPI/world size (or rank count) compared with tp*pp, or the ranks asked for beyond those launched
+    (re.compile(rf"(?i)\b{_WORLD}\s*\)?\s*{_EQ}\s*\(?\s*{_TPXPP}|{_TPXPP}\s*\)?\s*{_EQ}\s*\(?\s*{_WORLD}"),
+     "world_size_mismatch", "the launched world size does not match tp*pp"),
+    # the RDMA provider library itself (libmlx5, rxe, EFA, ...) reporting a failed work completion:
+    # a transfer on the RDMA fabric failed, whichever program drove it
+    (re.compile(r"^(?:lib)?(?:mlx[45]|rxe|efa|bnxt_re|irdma|hns)\w*: [^\n]{0,80}\b(?:completion with error|CQE error)"),
+     "nccl_ib_error", "the RDMA provider reported a failed work completion"),
 )
+# facts that are a failure by themselves when a log ends on them, with no exception or error level
+# around them: the driver's out-of-memory status, the RDMA provider's failed completion (not NCCL's
+# own verbs WARNs: a probe for a library that is absent is one, and NCCL goes on without it)
+_TERMINAL_WHY = frozenset({"the GPU driver could not allocate memory", "the RDMA provider reported a failed work completion"})
+# facts that stand even at WARNING level: a native extension that did not load (an undefined symbol)
+# is a broken install whether or not the program went on (as a warning then)
+QUIET_FACT_IDS = frozenset({"broken_install"})
 
 
 # NCCL's own WARN lines by the subsystem that printed them (its source file, or the subsystem tag it
@@ -335,23 +416,31 @@ _SUBSYSTEM = tuple((re.compile(rx), fid, why) for rx, fid, why in (
      "an NCCL WARN tagged NET/IB (its RDMA transport)"),
     (r"\b(?:misc/socket|net_socket)\.cc:\d+ NCCL WARN\b|\bNCCL WARN NET/Socket\b", "nccl_network_error",
      "an NCCL WARN from its socket transport"),
+    # the graph search (rings, trees, paths) found the ranks' topology inconsistent: an internal
+    # check of NCCL failed (the hardware discovery files, topo/xml, only describe the machine)
+    (r"\bgraph/(?:rings|trees|connect|search|paths)\.cc:\d+ NCCL WARN\b", "nccl_internal_error",
+     "an NCCL WARN from its graph search (inconsistent rings/trees)"),
 ))
 # the facts that explain a communicator init that never completed (the log stops inside it)
 INIT_FACT_IDS = frozenset({"nccl_ib_error", "nccl_shm_error"})
 
 
-def facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tuple[int, str, str, str] | None:
+def facts(window: Sequence[tuple[int, str]], known: Iterable[str],
+          quiet: bool = False, terminal: bool = False) -> tuple[int, str, str, str] | None:
     """(line, finding id, why, text) of the first structural fact in the window whose id exists in
     ``known`` (the catalogue's ids), or None.  Lines logged below error level are skipped (a
-    warning is something handled)."""
+    warning is something handled) unless ``quiet``; ``terminal``: only the facts that are a failure
+    by themselves."""
     ids = set(known)
     rows = _nonblank(window)
     for k, (n, t, level, body) in enumerate(rows):
-        if level in _QUIET_LEVELS or _QUIET_BRACKET.search(body):
+        if not quiet and (level in _QUIET_LEVELS or _QUIET_BRACKET.search(body)):
             continue
         for rx, fid, why in _FACTS:
-            if fid in ids and rx.search(body):
+            if fid in ids and rx.search(body) and (not terminal or why in _TERMINAL_WHY):
                 return n, fid, why, t.strip()
+        if terminal:
+            continue
         near = " ".join(r[3] for r in rows[max(0, k - 1):k + 2])
         for rx, fid, why in _ERRNO:
             if fid in ids and rx.search(body) and _NET_CONTEXT.search(near):
@@ -359,4 +448,43 @@ def facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tuple[int,
         for rx, fid, why in _SUBSYSTEM:
             if fid in ids and rx.search(body):
                 return n, fid, why, t.strip()
+    return None
+
+
+# /proc/meminfo's CMA lines: free CMA above the total is impossible, the kernel's CMA accounting
+# is broken (GB10 kernels whose KHO change broke it; RDMA registration then fails)
+_CMA = re.compile(r"^\s*Cma(?P<k>Total|Free):\s+(?P<v>\d+) kB\b")
+
+
+def cma_broken(window: Sequence[tuple[int, str]]) -> tuple[int, str] | None:
+    """(line, why) when the window's /proc/meminfo says CmaFree > CmaTotal, else None."""
+    seen: dict[str, tuple[int, int]] = {}
+    for n, t in window:
+        if "Cma" not in t:
+            continue
+        m = _CMA.match(lineprefix.body(lineprefix.clean(t)))
+        if m is not None:
+            seen[m["k"]] = (n, int(m["v"]))
+    if "Total" in seen and "Free" in seen and seen["Free"][1] > seen["Total"][1]:
+        return (seen["Free"][0], f"/proc/meminfo: CmaFree {seen['Free'][1]} kB > CmaTotal {seen['Total'][1]} kB: "
+                                 "the kernel's CMA accounting is broken")
+    return None
+
+
+def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tuple[int, str, str, str, str] | None:
+    """For a log that nothing else spoke about (no failure shape, no finding): (line, id, why, text,
+    severity) of a fact that is a failure by itself.  A terminal fact among its last lines, the
+    kernel's impossible CMA numbers (errors); a native extension's undefined symbol logged at
+    WARNING (the program went on: a warning)."""
+    ids = set(known)
+    last = {n for n, *_ in _nonblank(window)[-LAST:]}
+    got = facts([x for x in window if x[0] in last], ids, terminal=True)
+    if got is not None:
+        return (*got, "error")
+    cma = cma_broken(window) if "gb10_kernel_unsupported" in ids else None
+    if cma is not None:
+        return cma[0], "gb10_kernel_unsupported", cma[1], dict(window).get(cma[0], "").strip(), "error"
+    got = facts(window, QUIET_FACT_IDS & ids, quiet=True)
+    if got is not None:
+        return (*got, "warning")
     return None

@@ -51,10 +51,15 @@ _PREFIX = re.compile(
     # glog (Ray, C++ services): "E0617 08:47:15.010046 12345 worker.cc:123] ", Ray's core
     # "[2025-07-23 10:06:19,681 E 51000 51000] core_worker.cc:183: "
     r"|(?P<glog>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ (?P<where7>[\w./-]{1,120}:\d+)\] "
-    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (?P<raylog>[IWEFD]) \d+ \d+\] (?P<where8>[\w./-]{1,120}:\d+): )?"
+    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (?P<raylog>[IWEFDC]) \d+ \d+\] (?P<where8>[\w./-]{1,120}:\d+): "
+    # TensorFlow / XLA / absl C++ logging: "2022-06-29 12:36:12.905032: E external/.../nccl_utils.cc:245] "
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<absl>[IWEF]) (?P<where9>[\w./-]{1,200}:\d+)\] "
+    # pytest's failure report marks the exception's lines with "E" and a gutter ("E       ValueError: x")
+    r"|E {2,}(?=\S))?"
 )
 _INNER = ("(", "INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ")  # what vLLM's own prefix starts with
-_GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL", "D": "DEBUG"}
+# glog's letters; spdlog's (Ray's core) "C" is critical
+_GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL", "D": "DEBUG", "C": "CRITICAL"}
 # the common case first, cheaply: vLLM's and Ray's own prefixes at the start of the line (optionally
 # after a docker timestamp or a compose "name-N | ").  Where it finds an actor or a vLLM header, no
 # other prefix can come before them; everything else is read by _PREFIX.
@@ -80,7 +85,8 @@ def _may_have_prefix(line: str) -> bool:
     if c in "[-" or c.isdigit():
         return c != ""
     if c.isupper():
-        return line[:3] in _MONTHS or line[1:2].isdigit() or line.startswith(_LEVEL_COLON) or "| " in line[:80]
+        return (line[:3] in _MONTHS or line[1:2].isdigit() or line.startswith(_LEVEL_COLON) or "| " in line[:80]
+                or line.startswith("E  "))
     return "| " in line[:80] or (c.islower() and ": " in line[:66])
 _ACTOR_PID = re.compile(r"\bpid=\d+")
 
@@ -126,16 +132,16 @@ def split(line: str) -> tuple[str, str]:
 
 # the named groups, read in one call (this runs for every line that holds a scan literal)
 _GROUPS = ("actor", "mpi", "task", "host", "sgl",
-           "level", "level2", "level3", "level4", "level5", "level6", "glog", "raylog",
-           "where", "where2", "where3", "where4", "where7", "where8")
+           "level", "level2", "level3", "level4", "level5", "level6", "glog", "raylog", "absl",
+           "where", "where2", "where3", "where4", "where7", "where8", "where9")
 
 
 def _parts(m: re.Match[str]) -> tuple[str, str, str]:
     g = m.group(*_GROUPS)
     # the actor's identity without volatile parts would be e.g. "RayWorkerWrapper pid=1234"
     actor = g[0].split(",")[0] if g[0] else (g[1] or g[2] or g[3] or g[4] or "")
-    level = g[5] or g[6] or g[7] or g[8] or g[9] or g[10] or _GLOG_LEVELS.get(g[11] or g[12] or "", "")
-    return actor, level, g[13] or g[14] or g[15] or g[16] or g[17] or g[18] or ""
+    level = g[5] or g[6] or g[7] or g[8] or g[9] or g[10] or _GLOG_LEVELS.get(g[11] or g[12] or g[13] or "", "")
+    return actor, level, g[14] or g[15] or g[16] or g[17] or g[18] or g[19] or g[20] or ""
 
 
 def body(line: str) -> str:

@@ -58,6 +58,7 @@ class TracebackTracker:
     recent_code: list[str] = field(default_factory=list)  # code lines of the last RECENT_FRAMES frames
     files: list[str] = field(default_factory=list)  # the last KEEP_FILES "File ..." lines, oldest first
     _pending_file: str = ""
+    _file_indent: int = -1  # indent of the first "File ..." line
     exc: list[tuple[int, str]] = field(default_factory=list)  # (line, text) exception + continuation
     chained: list[str] = field(default_factory=list)  # earlier exceptions of the chain
 
@@ -82,8 +83,13 @@ class TracebackTracker:
         if self.stage == "frames":
             if not stripped:
                 return OWN
-            if body[0] in " \t":
+            indent = len(body) - len(body.lstrip(" \t"))
+            if body[0] in " \t" and not (0 < indent < self._file_indent and not stripped.startswith("File ")):
+                # (a line indented less than the frames is the exception line of a traceback quoted
+                # whole with an indent, as torchelastic's failure summary prints it)
                 if stripped.startswith("File "):
+                    if self._file_indent < 0:
+                        self._file_indent = indent
                     self._pending_file = stripped
                     self.files.append(stripped)
                     if len(self.files) > KEEP_FILES:

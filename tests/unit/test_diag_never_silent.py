@@ -1,0 +1,326 @@
+"""Never silent on a failing log (issue 31): the structural detectors that name a failure whatever
+its wording, each with a benign counterpart that must name nothing.
+
+Failing lines are written in the real shape of each runtime's output (values changed); benign lines
+come from the real healthy fixtures (tests/fixtures/vllm-cpu, tests/fixtures/nccl-2gpu/healthy.*,
+tests/fixtures/proc) or from held-in healthy excerpts of the corpus.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparktui.diagnosis import lineprefix
+from sparktui.diagnosis import last_words
+from sparktui.diagnosis.last_words import failure
+
+from corpus_helpers import NCCL_2GPU, ROOT, diagnose_lines, fact_of, held_in, named
+
+VLLM_CPU = ROOT / "tests" / "fixtures" / "vllm-cpu"
+
+
+def _named(lines: list[str]) -> list[str]:
+    return [f.id for f in diagnose_lines(lines) if f.severity != "info"]
+
+
+def _window(lines: list[str]) -> list[tuple[int, str]]:
+    return list(enumerate(lines, 1))
+
+
+# ----------------------------------------------------------------------------- log levels by structure
+
+@pytest.mark.parametrize("line, level", [
+    # TensorFlow / XLA / absl C++ logging: "<date> <time>.<us>: <letter> <file>:<line>] "
+    ("2023-03-02 08:11:40.120311: E external/xla/xla/pjrt/pjrt_stream_executor_client.cc:2468] Execution failed",
+     "ERROR"),
+    ("2023-03-02 08:11:39.004512: I external/xla/xla/service/service.cc:168] XLA service initialized", "INFO"),
+    # Ray's core (spdlog): "C" is critical, "I" info
+    ("[2024-05-01 09:00:03,118 C 212 212] node_manager.cc:1010: This node has been marked as dead.", "CRITICAL"),
+    ("[2024-05-01 09:00:01,004 I 212 212] node_manager.cc:620: Sending Python GC request to 3 local workers", "INFO"),
+])
+def test_c_plus_plus_logger_letters_are_log_levels(line, level):
+    sig, _ = lineprefix.split(line)
+    assert sig.split("|")[1] == level
+
+
+def test_pytest_failure_gutter_is_a_prefix_and_prose_starting_with_e_is_not():
+    assert lineprefix.split("E           OSError: gpt3-tiny is not a local folder")[1] == \
+        "OSError: gpt3-tiny is not a local folder"
+    assert lineprefix.split("Every rank joined the group")[1] == "Every rank joined the group"
+
+
+def test_an_exception_in_a_pytest_report_names_its_cause():
+    lines = [">           raise RepositoryNotFoundError(message, response) from e",
+             "E           huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error. (Request ID: Root=1-6)",
+             "E           ",
+             "E           Repository Not Found for url: https://huggingface.co/org/no-such-model/resolve/main/config.json."]
+    assert _named(lines) == ["model_path_missing"]
+
+
+# ----------------------------------------------------------------------------- a native stack dump
+
+RAY_DEATH = [
+    "[2024-05-01 09:00:01,004 W 212 260] node_manager.cc:157: Last heartbeat was sent 7210 ms ago.",
+    "[2024-05-01 09:00:03,118 C 212 212] node_manager.cc:170: This node has been marked as dead.",
+    "*** StackTrace Information ***",
+    *["    ray::SpdLogMessage::Flush()", "    ray::RayLog::~RayLog()"],
+    *["    std::_Function_handler<>::_M_invoke()"] * 6,
+    *["    boost::asio::detail::scheduler::run()", "    boost::asio::io_context::run()", "    main",
+      "    __libc_start_main"],
+]
+
+
+def test_a_ray_node_reported_dead_above_its_stack_dump_is_a_lost_worker():
+    # the frames push the fatal line out of the last ten: the dump is how it aborted, not its words
+    assert _named(RAY_DEATH) == ["ray_worker_missing"]
+
+
+def test_a_ray_log_of_info_lines_names_nothing():
+    # Ray core's own INFO/WARNING lines (a lagging heartbeat it recovers from), no death
+    assert _named([RAY_DEATH[0], "[2024-05-01 09:00:05,300 I 212 212] node_manager.cc:620: Sending Python GC "
+                   "request to 3 local workers"]) == []
+    assert failure(_window(RAY_DEATH[:1] + RAY_DEATH[3:])) is None  # frames without a fatal line above them
+
+
+# ----------------------------------------------------------------------------- the runtime's error level + layout
+
+def test_a_trtllm_layout_check_in_a_status_table_is_a_world_size_mismatch():
+    lines = ["| tensorrt_llm | 1 | UNAVAILABLE: Internal: unexpected error when creating modelInstanceState: "
+             "[TensorRT-LLM][ERROR] Assertion failed:  |",
+             "|              |   | mpiSize == tp * pp (/app/tensorrt_llm/cpp/tensorrt_llm/runtime/worldConfig.cpp:80) |"]
+    assert _named(lines) == ["world_size_mismatch"]
+
+
+@pytest.mark.parametrize("line", [
+    "[TensorRT-LLM][INFO] MPI size: 2, rank: 0",
+    # vLLM's own layout line in a healthy run (tests/fixtures/vllm-cpu/serve.log's format)
+    "INFO 11-30 23:02:10 [parallel_state.py:1200] world_size=2 rank=0 local_rank=0 distributed_init_method=env:// "
+    "backend=gloo",
+])
+def test_layout_lines_that_check_nothing_name_nothing(line):
+    assert fact_of(line) is None and failure([(1, line)]) is None
+
+
+# ----------------------------------------------------------------------------- facts that stand alone
+
+def test_a_native_extension_with_a_missing_symbol_is_a_broken_install_even_at_warning():
+    # macOS's loader words it "Symbol not found"; vLLM logs the failed import as a warning and goes on
+    lines = ["INFO 05-02 10:00:01 [cpu.py:40] Using Torch SDPA backend.",
+             "WARNING 05-02 10:00:02 [_custom_ops.py:21] Failed to import from vllm._C with ImportError('dlopen("
+             "/opt/vllm/vllm/_C.abi3.so, 0x0002): Symbol not found: __ZN3c1010TensorImpl4sizeEv')",
+             "INFO 05-02 10:00:02 [parallel_state.py:967] rank 0 in world size 1 is assigned as DP rank 0"]
+    got = [f for f in diagnose_lines(lines) if f.severity != "info"]
+    assert [(f.id, f.severity) for f in got] == [("broken_install", "warning")]
+
+
+def test_the_real_vllm_servers_logs_stay_clean():
+    for name in ("serve.log", "serve_reason.log"):
+        lines = (VLLM_CPU / name).read_text(encoding="utf-8").splitlines()
+        assert [f.id for f in diagnose_lines(lines) if f.severity == "error"] == []
+        assert last_words.silent_facts(_window(lines), {"broken_install", "nccl_ib_error", "cuda_oom"}) is None
+
+
+def test_the_rdma_providers_failed_completion_ending_a_log_is_an_ib_error():
+    lines = ["(LLMActor pid=4120, ip=10.0.0.2) update weight: model.norm.weight, dtype: torch.bfloat16",
+             "(LLMActor pid=4121, ip=10.0.0.3) mlx5: gpu-node-7: got completion with error:"]
+    assert _named(lines) == ["nccl_ib_error"]
+
+
+def test_a_verbs_library_probe_at_the_end_of_a_working_run_is_no_failure():
+    # held-in healthy: "misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]" then the sweep
+    assert named(held_in("b/nccl_nccl-tests_82_broadcast_socket_libibverbs_warn")) == []
+
+
+def test_cma_free_above_its_total_is_the_kernels_broken_accounting():
+    assert _named(["CmaTotal:              0 kB", "CmaFree:          812340 kB"]) == ["gb10_kernel_unsupported"]
+    assert last_words.cma_broken(_window(["CmaTotal:        65536 kB", "CmaFree:         61440 kB"])) is None
+    meminfo = (ROOT / "tests" / "fixtures" / "proc" / "meminfo").read_text(encoding="utf-8").splitlines()
+    assert last_words.cma_broken(_window(meminfo)) is None and _named(meminfo) == []
+
+
+# ----------------------------------------------------------------------------- NCCL by structure
+
+def test_a_communicator_call_with_nested_arguments_that_failed_is_a_failed_init():
+    lines = ["2023-03-02 08:11:40.120311: E external/xla/xla/pjrt/pjrt_stream_executor_client.cc:2468] Execution of "
+             "replica 0 failed: INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:297:",
+             " NCCL operation ncclCommInitRank(comm.get(), nranks, id, rank) failed: unhandled system error"]
+    assert _named(lines)[0] == "nccl_comm_init_failed"
+
+
+def test_the_healthy_two_gpu_run_names_no_failure():
+    lines = (NCCL_2GPU / "healthy.rank0.log").read_text(encoding="utf-8").splitlines()
+    assert [f.id for f in diagnose_lines(lines) if f.severity == "error"] == []
+
+
+@pytest.mark.parametrize("line, failing", [
+    # the net transport's connection setup returned an error (3: internal) up through transport/net.cc
+    ("node1:5120:5190 [1] NCCL INFO transport/net.cc:687 -> 3", True),
+    # a plugin's own probe falling back (net_ib.cc, net.h) is not it
+    ("node1:5120:5120 [1] NCCL INFO transport/net_ib.cc:852 -> 3", False),
+    ("node1:5120:5120 [1] NCCL INFO net.cc:120 -> 2", False),
+])
+def test_an_error_code_through_the_net_transport_is_a_failure(line, failing):
+    assert (failure([(1, line)]) is not None) == failing
+
+
+def test_an_nccl_error_while_its_communicator_was_set_up_is_a_failed_init():
+    # NCCL's init lines (INFO), then a plugin's error nothing knows the words of, and the log stops
+    lines = ["node3:801:801 [2] NCCL INFO Bootstrap : Using eth0:10.1.0.3<0>",
+             "node3:801:801 [2] NCCL INFO NCCL version 2.18.5+cuda12.2",
+             "node3:801:870 [2] NCCL INFO Channel 00/0 : 2[2] -> 3[3] [send] via NET/AWS Libfabric/0",
+             "node3:801:870 [2] ofi_create_endpoint:312 NCCL WARN NET/OFI Could not open endpoint. RC: -22, ERROR: "
+             "Invalid argument"]
+    got = [f for f in diagnose_lines(lines) if f.severity != "info"]
+    assert got[0].id == "nccl_comm_init_failed" and "Could not open endpoint" in got[0].title
+
+
+@pytest.mark.parametrize("line, fid", [
+    ("node3:801:870 [0] graph/rings.cc:38 NCCL WARN Error : ring 1 does not loop back to start (6 != 0)",
+     "nccl_internal_error"),
+    # the hardware discovery's files describe the machine: not an inconsistent graph
+    ("node3:801:801 [0] graph/xml.cc:332 NCCL WARN Could not find real path of /sys/class/net/eth1/device", None),
+])
+def test_a_warn_from_ncclss_graph_search_is_an_internal_error(line, fid):
+    assert fact_of(line) == fid
+
+
+# ----------------------------------------------------------------------------- torch shapes
+
+def test_a_traceback_quoted_with_an_indent_still_has_its_exception():
+    # torchelastic's failure summary indents the child's traceback: the exception is the line
+    # indented less than the frames
+    lines = ["  traceback : Traceback (most recent call last):",
+             '    File "/opt/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 79, in wrapper',
+             "      return func(*args, **kwargs)",
+             '    File "/opt/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 4100, in barrier',
+             "      work = group.barrier(opts=opts)",
+             "  RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+             "CollectiveFingerPrint(SequenceNumber=4OpType=BARRIER), but Rank 1 is running collective: "
+             "CollectiveFingerPrint(SequenceNumber=3OpType=BARRIER)."]
+    assert _named(lines) == ["nccl_collective_mismatch"]
+
+
+def test_an_indented_traceback_whose_frames_return_names_nothing():
+    # the same layout, cut inside the frames: no exception line is invented from a code line
+    lines = ["  traceback : Traceback (most recent call last):",
+             '    File "/opt/app/main.py", line 12, in main',
+             "      dist.barrier()"]
+    got = failure(_window(lines))
+    assert got is None or got.exc_class == ""
+
+
+def test_a_watchdog_timeout_wrapped_onto_its_own_line_is_still_a_watchdog_timeout():
+    lines = ["node-2 [stderr] [rank9]:[E101 10:11:12.000 ProcessGroupNCCL.cpp:607] [Rank 9] Watchdog caught "
+             "collective operation timeout: ",
+             "WorkNCCL(SeqNum=512, OpType=ALLGATHER, NumelIn=8, NumelOut=64, Timeout(ms)=600000) ran for 600021 "
+             "milliseconds before timing out."]
+    assert _named(lines)[0] == "nccl_watchdog_timeout"
+
+
+def test_an_exceptions_shape_names_its_cause_without_a_traceback_head():
+    line = "(EngineCore_DP0 pid=4410) AssertionError: local_world_size (8) must be less than or equal to the " \
+           "number of visible devices (4)."
+    assert _named([line]) == ["multinode_executor_misconfig"]
+
+
+def test_an_exception_inside_a_json_error_record_is_read():
+    lines = ["[ERROR] 2024-02-01 10:00:00,001 error_handler: {",
+             '  "message": {',
+             '    "message": "RendezvousConnectionError: The connection to the C10d store has failed. See inner '
+             'exception for details.",']
+    assert _named(lines) == ["rendezvous_timeout"]
+    # a record with no exception in it stays the logger's own error
+    got = failure(_window(["[ERROR] 2024-02-01 10:00:00,001 error_handler: {", '  "message": "disk almost full",']))
+    assert got is not None and got.exc_class == "EngineError"
+
+
+def test_a_log_ending_in_the_older_process_group_options_block_stops_in_nccl_init():
+    lines = ["I1028 12:13:38.405865 632324 ProcessGroupNCCL.cpp:666] [Rank 0] ProcessGroupNCCL initialized with "
+             "following options:", "NCCL_ASYNC_ERROR_HANDLING: 1", "NCCL_DESYNC_DEBUG: 0", "NCCL_BLOCKING_WAIT: 0",
+             "TIMEOUT(ms): 5000"]
+    assert _named(lines) == ["nccl_init_hang"]
+    # the same block followed by training progress: the group works
+    assert _named([*lines, "epoch 0 step 10 loss 2.31"]) == []
+
+
+# ----------------------------------------------------------------------------- more failure shapes
+
+@pytest.mark.parametrize("lines, failing", [
+    # systemd's report of a unit's process: a non-zero status fails, success and a requested stop do not
+    (["Dec 06 07:00:05 spark systemd[1]: vllm.service: Main process exited, code=exited, status=1/FAILURE"], True),
+    (["Dec 06 07:00:05 spark systemd[1]: vllm.service: Main process exited, code=killed, status=9/KILL"], True),
+    (["Dec 06 07:00:05 spark systemd[1]: vllm.service: Main process exited, code=exited, status=0/SUCCESS"], False),
+    (["Dec 06 07:00:00 spark systemd[1]: Stopping vllm.service - vLLM server...",
+      "Dec 06 07:00:05 spark systemd[1]: vllm.service: Main process exited, code=exited, status=1/FAILURE"], False),
+    # mpirun's abort notice gives no number
+    (["Primary job  terminated normally, but 1 process returned",
+      "a non-zero exit code. Per user-direction, the job has been aborted."], True),
+    # a C library's own error level (UCX), and its warning that is not one
+    (["[1733468400.123456] [node1:1234:0] ucp_worker.c:1902 UCX ERROR failed to connect to 10.0.0.2:41000"], True),
+    (["[1733468400.123456] [node1:1234:0] ucp_context.c:1081 UCX WARN network device 'mlx5_0:1' is not available"],
+     False),
+    # the GPU driver's Xid event, and its ordinary load notice
+    (["[ 812.33] NVRM: Xid (PCI:000f:01:00): 31, pid=4410, name=python3, Ch 00000008, intr 10000000"], True),
+    (["[    5.10] NVRM: loading NVIDIA UNIX Open Kernel Module for aarch64  580.95.05"], False),
+])
+def test_exit_statuses_library_errors_and_driver_events_are_failure_shapes(lines, failing):
+    assert (failure(_window(lines)) is not None) == failing
+
+
+@pytest.mark.parametrize("line, fid", [
+    # a compiler driver's padded level, its message judged by the exception table (no code for sm_121)
+    ("ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'", "broken_install"),
+    ("nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared "
+     "object file: no such file or directory: unknown.", "broken_install"),
+    # the same tools' ordinary output
+    ("ptxas info    : Used 40 registers, 384 bytes cmem[0]", None),
+    ("nvidia-container-cli: no error; 1 device found", None),
+])
+def test_an_error_lines_message_is_judged_by_the_exception_table(line, fid):
+    got = [f.id for f in diagnose_lines([line]) if f.severity != "info"]
+    assert got == ([fid] if fid else [])
+
+
+@pytest.mark.parametrize("line, fid", [
+    ("[TensorRT-LLM][ERROR] Assertion failed: worldSize == tp * pp (/src/runtime/worldConfig.cpp:80)", "world_size_mismatch"),
+    ("AssertionError: tp_size * pp_size == world_size must hold, got 8 and 4", "world_size_mismatch"),
+    # the layout printed, nothing compared
+    ("[TensorRT-LLM][INFO] world size 4, tp 2, pp 2", None),
+])
+def test_a_world_size_compared_with_tp_times_pp_either_way_round_is_the_layout_fact(line, fid):
+    assert fact_of(line) == fid
+
+
+def test_the_cuda_drivers_out_of_memory_status_is_an_oom_and_its_other_statuses_are_cuda_errors():
+    assert _named(["RuntimeError: CUDA driver error: out of memory"]) == ["cuda_oom"]
+    assert _named(["RuntimeError: CUDA driver error: invalid device context"]) == ["cuda_error"]
+
+
+def _nvml_traceback(call: str) -> list[str]:
+    return ["Traceback (most recent call last):", '  File "/opt/app/gpu_stats.py", line 41, in sample',
+            f"    value = pynvml.{call}(handle)", "pynvml.NVMLError_NotSupported: Not Supported"]
+
+
+def test_nvml_not_supported_while_asking_for_the_gpus_memory_is_the_gb10_limit_as_an_error():
+    got = [(f.id, f.severity) for f in diagnose_lines(_nvml_traceback("nvmlDeviceGetMemoryInfo"))]
+    assert got == [("gb10_memory_not_supported", "error")]
+
+
+def test_nvml_not_supported_for_another_query_is_not_the_memory_limit():
+    # the binding's per-status class still parses as an exception: reported, not as GB10's memory
+    assert _named(_nvml_traceback("nvmlDeviceGetPowerUsage")) == ["unhandled_exception"]
+
+
+@pytest.mark.parametrize("lines, fid", [
+    # Kubernetes' words for a container killed at its memory limit, padded as kubectl prints them
+    (["  Last State:     Terminated", "    Reason:       OOMKilled", "    Exit Code:    137"], "host_oom_killed"),
+    (["NAME          READY   STATUS      RESTARTS   AGE", "vllm-head-0   0/1     OOMKilled   2          5m"],
+     "host_oom_killed"),
+    # docker inspect of a healthy container, and a pod that completed
+    (['            "OOMKilled": false,'], None),
+    (["    Reason:       Completed", "    Exit Code:    0"], None),
+])
+def test_kubernetes_oom_kills_are_host_oom(lines, fid):
+    assert _named(lines) == ([fid] if fid else [])
