@@ -38,7 +38,7 @@ def test_the_stage_builds_with_the_probed_paths_and_copies_all_reduce_perf_onto_
     run = next(l for l in build if l.startswith("RUN "))
     script = json.loads(run[4:])[2]
     assert "make MPI=1 MPI_HOME=/opt/hpcx/ompi CUDA_HOME=/usr/local/cuda NCCL_HOME=/usr " in script
-    assert "/usr/local/cuda/bin/nvcc --list-gpu-arch" in script
+    assert script.endswith("; test -x build/all_reduce_perf")
     assert f"COPY --from=nccl-tests {NCCL_TESTS_SRC}/build/all_reduce_perf {NCCL_TESTS_BIN}" in final
     assert any('sparktui.hybrid.nccl_tests="2.' in l for l in final)
     # the step's container is sparktui's own, for the Diagnoser and for a cancel's sweep
@@ -52,7 +52,7 @@ def test_a_path_with_a_space_stays_one_make_word():
     odd = NcclTestsBuild(cuda_home="/opt/my cuda", mpi_home="/opt/mpi", nccl_home="/usr")
     script = json.loads(next(l for l in render_dockerfile(HybridSpec("b", "t", (), (), nccl_tests=odd)).splitlines()
                              if l.startswith("RUN ") and "nccl" in l)[4:])[2]
-    assert "'CUDA_HOME=/opt/my cuda'" in script and "'/opt/my cuda/bin/nvcc'" in script
+    assert "'CUDA_HOME=/opt/my cuda'" in script
 
 
 def test_without_it_one_stage_and_no_copy():
