@@ -75,10 +75,11 @@ def entries_from_model(architectures, model_type: str) -> tuple[tuple[tuple[str,
 # what the probe runs in the base image (sh -c): one key=value a line, empty when absent
 NCCL_TESTS_PROBE = (
     'n=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null); echo "nvcc=$n"; '
+    # mpirun is often a link (/usr/local/mpi/bin/mpirun, or OpenMPI's own mpirun -> orterun): its real home
     'm=$(command -v mpirun); [ -n "$m" ] && m=$(readlink -f "$m"); echo "mpirun=$m"; '
     'for d in "${n%/bin/nvcc}" /usr /usr/local; do [ -n "$d" ] && [ -f "$d/include/nccl.h" ] && '
     '{ echo "nccl_home=$d"; break; }; done; '
-    'mh=${m%/bin/mpirun}; [ -n "$m" ] && [ -f "$mh/include/mpi.h" ] && echo "mpi_h=$mh/include/mpi.h"; true'
+    'mh=${m%/bin/*}; [ -n "$m" ] && [ -f "$mh/include/mpi.h" ] && echo "mpi_home=$mh"; true'
 )
 
 
@@ -87,16 +88,15 @@ def plan_nccl_tests(probe_output: str, base: str) -> tuple[NcclTestsBuild | None
     seen: dict[str, str] = {}
     for line in probe_output.splitlines():
         k, sep, v = line.strip().partition("=")
-        if sep and k in ("nvcc", "mpirun", "nccl_home", "mpi_h"):
+        if sep and k in ("nvcc", "mpirun", "nccl_home", "mpi_home"):
             seen[k] = v.strip()
     nvcc, mpirun = seen.get("nvcc", ""), seen.get("mpirun", "")
-    missing = [what for what, ok in (("nvcc", nvcc.endswith("/bin/nvcc")), ("mpirun", mpirun.endswith("/bin/mpirun")),
-                                     ("nccl.h", bool(seen.get("nccl_home"))), ("mpi.h", bool(seen.get("mpi_h"))))
+    missing = [what for what, ok in (("nvcc", nvcc.endswith("/bin/nvcc")), ("mpirun", bool(mpirun)),
+                                     ("nccl.h", bool(seen.get("nccl_home"))), ("mpi.h", bool(seen.get("mpi_home"))))
                if not ok]
     if missing:
         return None, f"nccl-tests not added: {base} has no {', '.join(missing)}"
-    return (NcclTestsBuild(cuda_home=nvcc[:-len("/bin/nvcc")], mpi_home=mpirun[:-len("/bin/mpirun")],
-                           nccl_home=seen["nccl_home"]),
+    return (NcclTestsBuild(cuda_home=nvcc[:-len("/bin/nvcc")], mpi_home=seen["mpi_home"], nccl_home=seen["nccl_home"]),
             f"adds nccl-tests {NCCL_TESTS_VERSION} (all_reduce_perf)")
 
 

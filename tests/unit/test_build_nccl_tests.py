@@ -64,8 +64,8 @@ def test_without_it_one_stage_and_no_copy():
 
 
 def test_plan_from_a_full_ngc_like_probe():
-    out = ("nvcc=/usr/local/cuda/bin/nvcc\nmpirun=/opt/hpcx/ompi/bin/mpirun\nnccl_home=/usr\n"
-           "mpi_h=/opt/hpcx/ompi/include/mpi.h\n")
+    out = ("nvcc=/usr/local/cuda/bin/nvcc\nmpirun=/opt/hpcx/ompi/bin/orterun\nnccl_home=/usr\n"
+           "mpi_home=/opt/hpcx/ompi\n")
     build, note = plan_nccl_tests(out, "nvcr.io/nvidia/vllm:25.11-py3")
     assert build == NGC
     assert note.startswith("adds nccl-tests ")
@@ -95,10 +95,10 @@ def _fake_root(tmp_path, *, cuda: bool, mpi: bool):
         _install(tmp_path, "cuda", "nvcc", "nccl.h")
         bins.append(str(tmp_path / "cuda/bin"))
     if mpi:
-        _install(tmp_path, "ompi", "mpirun", "mpi.h")
-        # NGC images reach mpirun through a link (/usr/local/mpi/bin/mpirun -> /opt/hpcx/ompi/...)
+        _install(tmp_path, "ompi", "orterun", "mpi.h")
+        # NGC images reach mpirun through links (/usr/local/mpi -> /opt/hpcx/ompi; OpenMPI's mpirun -> orterun)
         (tmp_path / "link/bin").mkdir(parents=True)
-        (tmp_path / "link/bin/mpirun").symlink_to(tmp_path / "ompi/bin/mpirun")
+        (tmp_path / "link/bin/mpirun").symlink_to(tmp_path / "ompi/bin/orterun")
         bins.append(str(tmp_path / "link/bin"))
     return ":".join(bins + ["/usr/bin", "/bin"])
 
