@@ -74,6 +74,18 @@ def _shutdown_stream(resp) -> None:
     resp.close()
 
 
+def build_failure_advice(lines: list[str], why: str) -> str:
+    """What to do about a failed build, from the builder's output (its last "Step n/m" names the step)."""
+    if "unknown layout" in why:
+        return ("the base image's vLLM files are not laid out as the patch knows; "
+                "pick another base (--base) or add the entries by hand")
+    step = next((l for l in reversed(lines) if l.startswith("Step ")), "")
+    if NCCL_TESTS_SRC in step or "nccl-tests.tar.gz" in step:
+        return ("the nccl-tests stage failed (fetching or compiling all_reduce_perf): read the build output above, "
+                "or build without it (--no-nccl-tests; the fabric check then measures TCP only)")
+    return "read the build output above"
+
+
 class BuildImageAction(Action):
     def __init__(self, base: str | None = None, tag: str | None = None, node_name: str | None = None,
                  nccl_tests: bool = True) -> None:
@@ -232,9 +244,7 @@ class BuildImageAction(Action):
                 rec.status, rec.message = FAIL, why[:300]
                 rec.data = {"last_lines": state["lines"][-15:], "error": state["error"]}
                 self.findings.append(image_finding("image_build_failed", why[:300], node.name, state["lines"][-5:],
-                                              "the base image's vLLM files are not laid out as the patch knows; "
-                                              "pick another base (--base) or add the entries by hand"
-                                              if "unknown layout" in why else "read the build output above"))
+                                                   build_failure_advice(state["lines"], why)))
                 raise ActionFailed(f"build failed: {why[:300]}")
             if not state["id"]:
                 state["id"] = (await inspect_image(node, spec.tag)).id

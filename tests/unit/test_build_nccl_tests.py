@@ -13,7 +13,7 @@ import pytest
 
 from sparktui.actions.dockerfile import (NCCL_TESTS_BIN, NCCL_TESTS_PROBE, NCCL_TESTS_SRC, HybridSpec,
                                          NcclTestsBuild, build_context, plan_nccl_tests, render_dockerfile)
-from sparktui.actions.image import BuildImageAction, _is_build_step
+from sparktui.actions.image import BuildImageAction, _is_build_step, build_failure_advice
 from sparktui.cli import build_parser
 
 NGC = NcclTestsBuild(cuda_home="/usr/local/cuda", mpi_home="/opt/hpcx/ompi", nccl_home="/usr")
@@ -131,3 +131,13 @@ def test_no_nccl_tests_option_reaches_the_action_and_asks_nothing():
     action = BuildImageAction(nccl_tests=args.nccl_tests)
     # no node: the option decides before any probe would run
     assert asyncio.run(action._nccl_tests(None, "base")) == (None, "nccl-tests not added: --no-nccl-tests")
+
+
+def test_a_failed_nccl_tests_step_points_at_the_option():
+    text = render_dockerfile(HybridSpec("b", "t", (), (), nccl_tests=NGC))
+    run = next(l for l in text.splitlines() if l.startswith("RUN ") and "nccl" in l)
+    # what the classic builder streams: "Step n/m : <instruction>", then the step's output
+    lines = ["Step 1/9 : FROM b AS nccl-tests", f"Step 4/9 : {run}", "make: *** [Makefile:22: src.build] Error 2"]
+    assert "--no-nccl-tests" in build_failure_advice(lines, "The command returned a non-zero code: 2")
+    patch = ["Step 7/9 : RUN [\"python3\", \"/opt/sparktui/patch_vllm_registry.py\"]", "Traceback"]
+    assert build_failure_advice(patch, "returned a non-zero code: 1") == "read the build output above"
