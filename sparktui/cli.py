@@ -162,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
             a.add_argument("--base", help="base image (default: cluster.base_image or cluster.image)")
             a.add_argument("--tag", help="tag of the result (default: cluster.hybrid_image)")
             a.add_argument("--node", help="node to build on (default: the head)")
+            a.add_argument("--no-nccl-tests", dest="nccl_tests", action="store_false",
+                           help="do not build nccl-tests' all_reduce_perf into the image (for `sparktui fabric`)")
         if name == "launch":
             a.add_argument("--replace", action="store_true",
                            help="remove a stale container with the cluster's name first (else refused)")

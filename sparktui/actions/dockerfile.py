@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shlex
 import tarfile
 import time
 from dataclasses import dataclass
@@ -20,6 +21,20 @@ from ..model import BUILD_LABEL
 
 PATCH_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "patch_vllm_registry.py"
 IN_IMAGE_DIR = "/opt/sparktui"
+# nccl-tests, pinned: a release tarball (the classic builder's ADD fetches it; no git in the image needed)
+NCCL_TESTS_VERSION = "2.19.6"  # its Makefile knows CUDA 13 (C++17, no libnvToolsExt, sm_120 PTX)
+NCCL_TESTS_URL = f"https://github.com/NVIDIA/nccl-tests/archive/refs/tags/v{NCCL_TESTS_VERSION}.tar.gz"
+NCCL_TESTS_SRC = f"{IN_IMAGE_DIR}/nccl-tests-src"  # in the build stage only; also marks its step containers
+NCCL_TESTS_BIN = "/usr/local/bin/all_reduce_perf"  # on PATH, where `sparktui fabric` looks for it
+
+
+@dataclass(frozen=True)
+class NcclTestsBuild:
+    """Where the base image keeps what `make MPI=1` in nccl-tests needs (its Makefile's variables)."""
+
+    cuda_home: str  # CUDA_HOME: nvcc is $CUDA_HOME/bin/nvcc
+    mpi_home: str  # MPI_HOME: -I$MPI_HOME/include -L$MPI_HOME/lib -lmpi
+    nccl_home: str  # NCCL_HOME: -I$NCCL_HOME/include -L$NCCL_HOME/lib
 
 
 @dataclass(frozen=True)
@@ -30,6 +45,7 @@ class HybridSpec:
     model_types: tuple[tuple[str, str], ...]  # (model_type, ConfigClass)
     clear_entrypoint: bool = False  # the base has an ENTRYPOINT the cluster start would fight
     workdir: str | None = None
+    nccl_tests: NcclTestsBuild | None = None  # build all_reduce_perf in a stage and copy it in
 
 
 def module_for(model_type: str) -> str:
@@ -56,6 +72,49 @@ def entries_from_model(architectures, model_type: str) -> tuple[tuple[tuple[str,
     return arches, types
 
 
+# what the probe runs in the base image (sh -c): one key=value a line, empty when absent
+NCCL_TESTS_PROBE = (
+    'n=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null); echo "nvcc=$n"; '
+    # mpirun is often a link (/usr/local/mpi/bin/mpirun, or OpenMPI's own mpirun -> orterun): its real home
+    'm=$(command -v mpirun); [ -n "$m" ] && m=$(readlink -f "$m"); echo "mpirun=$m"; '
+    'for d in "${n%/bin/nvcc}" /usr /usr/local; do [ -n "$d" ] && [ -f "$d/include/nccl.h" ] && '
+    '{ echo "nccl_home=$d"; break; }; done; '
+    'mh=${m%/bin/*}; [ -n "$m" ] && [ -f "$mh/include/mpi.h" ] && echo "mpi_home=$mh"; true'
+)
+
+
+def plan_nccl_tests(probe_output: str, base: str) -> tuple[NcclTestsBuild | None, str]:
+    """From NCCL_TESTS_PROBE's output: what to build with, or None and the one-line reason."""
+    seen: dict[str, str] = {}
+    for line in probe_output.splitlines():
+        k, sep, v = line.strip().partition("=")
+        if sep and k in ("nvcc", "mpirun", "nccl_home", "mpi_home"):
+            seen[k] = v.strip()
+    nvcc, mpirun = seen.get("nvcc", ""), seen.get("mpirun", "")
+    missing = [what for what, ok in (("nvcc", nvcc.endswith("/bin/nvcc")), ("mpirun", bool(mpirun)),
+                                     ("nccl.h", bool(seen.get("nccl_home"))), ("mpi.h", bool(seen.get("mpi_home"))))
+               if not ok]
+    if missing:
+        return None, f"nccl-tests not added: {base} has no {', '.join(missing)}"
+    return (NcclTestsBuild(cuda_home=nvcc[:-len("/bin/nvcc")], mpi_home=seen["mpi_home"], nccl_home=seen["nccl_home"]),
+            f"adds nccl-tests {NCCL_TESTS_VERSION} (all_reduce_perf)")
+
+
+def _nccl_tests_stage(spec: HybridSpec, nt: NcclTestsBuild) -> list[str]:
+    # the paths come from the base image's probe: quoted, so a space or a `$` in one stays a word
+    make = shlex.join(["make", "MPI=1", f"MPI_HOME={nt.mpi_home}", f"CUDA_HOME={nt.cuda_home}",
+                       f"NCCL_HOME={nt.nccl_home}"])
+    # the Makefile picks NVCC_GENCODE from nvcc's version (sm_120 PTX from CUDA 12.8 on: GB10 included)
+    script = (f"set -e; mkdir -p {NCCL_TESTS_SRC}; tar -xzf /tmp/nccl-tests.tar.gz -C {NCCL_TESTS_SRC} "
+              f"--strip-components=1; cd {NCCL_TESTS_SRC}; {make} -j\"$(nproc)\"; test -x build/all_reduce_perf")
+    return [
+        f"FROM {spec.base} AS nccl-tests",
+        f"LABEL {BUILD_LABEL}={json.dumps(spec.tag or '1')}",
+        f"ADD {NCCL_TESTS_URL} /tmp/nccl-tests.tar.gz",
+        "RUN " + json.dumps(["sh", "-c", script]),
+    ]
+
+
 def render_dockerfile(spec: HybridSpec) -> str:
     patch = [f"{IN_IMAGE_DIR}/patch_vllm_registry.py"]
     for arch, module, cls in spec.architectures:
@@ -63,14 +122,18 @@ def render_dockerfile(spec: HybridSpec) -> str:
     for mtype, cls in spec.model_types:
         patch += ["--model-type", f"{mtype}={cls}"]
     # exec-form (JSON) RUN: no shell ever re-parses these words
-    lines = [
-        "# written by sparktui build-image",
+    lines = ["# written by sparktui build-image"]
+    if spec.nccl_tests:
+        lines += _nccl_tests_stage(spec, spec.nccl_tests)
+    lines += [
         f"FROM {spec.base}",
         # the RUN step's container is sparktui's own, not the cluster's (model.is_own_probe)
         f"LABEL {BUILD_LABEL}={json.dumps(spec.tag or '1')}",
         f"COPY patch_vllm_registry.py {IN_IMAGE_DIR}/patch_vllm_registry.py",
         "RUN " + json.dumps(["python3", *patch]),
     ]
+    if spec.nccl_tests:
+        lines.append(f"COPY --from=nccl-tests {NCCL_TESTS_SRC}/build/all_reduce_perf {NCCL_TESTS_BIN}")
     if spec.clear_entrypoint:
         # the cluster start runs `./run-cluster-node.sh ...` as the command; an ENTRYPOINT would get it as args
         lines += ["ENTRYPOINT []", 'CMD ["/bin/bash"]']
@@ -79,6 +142,7 @@ def render_dockerfile(spec: HybridSpec) -> str:
     labels = {"sparktui.hybrid.base": spec.base,
               "sparktui.hybrid.architectures": ",".join(a for a, _, _ in spec.architectures),
               "sparktui.hybrid.model_types": ",".join(t for t, _ in spec.model_types),
+              "sparktui.hybrid.nccl_tests": NCCL_TESTS_VERSION if spec.nccl_tests else "",
               BUILD_LABEL: ""}  # blank: the cluster's containers from this image are not build steps
     lines.append("LABEL " + " ".join(f"{k}={json.dumps(v)}" for k, v in labels.items()))
     return "\n".join(lines) + "\n"

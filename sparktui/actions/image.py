@@ -17,7 +17,8 @@ from ..probes.image import ImageNotFound, ImageProbeError, inspect_image, probe_
 from ..probes.model import ModelProbeError, probe_model
 from .base import Action, ActionContext, ActionFailed, ActionResult
 from .checks.entrypoint import passes_args
-from .dockerfile import HybridSpec, build_context, entries_from_model, render_dockerfile
+from .dockerfile import (NCCL_TESTS_PROBE, NCCL_TESTS_SRC, HybridSpec, NcclTestsBuild, build_context,
+                         entries_from_model, plan_nccl_tests, render_dockerfile)
 from ..logs.sanitize import strip_ansi
 
 
@@ -41,7 +42,7 @@ def _is_build_step(command: str) -> bool:
     """Containers the classic builder makes for our Dockerfile's steps."""
     from ..model import BUILD_STEP_MARK
 
-    return BUILD_STEP_MARK in command or "#(nop)" in command
+    return BUILD_STEP_MARK in command or NCCL_TESTS_SRC in command or "#(nop)" in command
 
 
 def _catching(fn, state: dict):
@@ -73,9 +74,23 @@ def _shutdown_stream(resp) -> None:
     resp.close()
 
 
+def build_failure_advice(lines: list[str], why: str) -> str:
+    """What to do about a failed build, from the builder's output (its last "Step n/m" names the step)."""
+    if "unknown layout" in why:
+        return ("the base image's vLLM files are not laid out as the patch knows; "
+                "pick another base (--base) or add the entries by hand")
+    step = next((l for l in reversed(lines) if l.startswith("Step ")), "")
+    if NCCL_TESTS_SRC in step or "nccl-tests.tar.gz" in step:
+        return ("the nccl-tests stage failed (fetching or compiling all_reduce_perf): read the build output above, "
+                "or build without it (--no-nccl-tests; the fabric check then measures TCP only)")
+    return "read the build output above"
+
+
 class BuildImageAction(Action):
-    def __init__(self, base: str | None = None, tag: str | None = None, node_name: str | None = None) -> None:
+    def __init__(self, base: str | None = None, tag: str | None = None, node_name: str | None = None,
+                 nccl_tests: bool = True) -> None:
         self.base, self.tag, self.node_name = base, tag, node_name
+        self.nccl_tests = nccl_tests  # False: --no-nccl-tests
         self.findings: list[Finding] = []
 
     async def execute(self, ctx: ActionContext) -> ActionResult:
@@ -109,13 +124,14 @@ class BuildImageAction(Action):
                 if sup.model_type_known:
                     types = ()  # transformers already knows it: its config map stays as it is
             clear = bool(info.entrypoint) and not await self._passes_args(node, base, info.entrypoint)
+            nccl, nccl_note = await self._nccl_tests(node, base)
             spec = HybridSpec(base=base, tag=tag, architectures=tuple(arches), model_types=tuple(types),
-                              clear_entrypoint=clear)
+                              clear_entrypoint=clear, nccl_tests=nccl)
             dockerfile = render_dockerfile(spec)
-            rec.data = {"dockerfile": dockerfile}
+            rec.data = {"dockerfile": dockerfile, "nccl_tests": nccl_note}
             rec.message = (f"adds {', '.join(a for a, _, _ in arches) or 'no architecture'}"
                            f"{' + config ' + ', '.join(t for t, _ in types) if types else ''}"
-                           f"{'; clears ENTRYPOINT ' + str(list(info.entrypoint)) if clear else ''}")
+                           f"{'; clears ENTRYPOINT ' + str(list(info.entrypoint)) if clear else ''}; {nccl_note}")
         if not await ctx.confirm(f"Build {tag} FROM {base} on {node.name}?", dockerfile):
             return ActionResult(self.name, False, "not confirmed", findings=findings)
         image_id = await self._build(ctx, node, spec)
@@ -132,9 +148,23 @@ class BuildImageAction(Action):
                 rec.message = f"vLLM {sup.vllm_version} knows {', '.join(model.architectures)}"
             else:
                 rec.status, rec.message = "warn", "no model to check against (model_path unset or missing)"
-        return ActionResult(self.name, True, f"built {tag} ({image_id[:19]}) on {node.name}",
+        return ActionResult(self.name, True, f"built {tag} ({image_id[:19]}) on {node.name}; {nccl_note}",
                             findings=findings, data={"image": tag, "id": image_id, "base": base,
-                                                     "dockerfile": dockerfile})
+                                                     "dockerfile": dockerfile, "nccl_tests": nccl_note})
+
+    async def _nccl_tests(self, node: Node, base: str) -> tuple[NcclTestsBuild | None, str]:
+        """Whether the base can build nccl-tests (nvcc, mpirun, nccl.h, mpi.h), asked of the base itself."""
+        from ..probes.image import run_in_image
+
+        if not self.nccl_tests:
+            return None, "nccl-tests not added: --no-nccl-tests"
+        try:
+            rc, text = await run_in_image(node, base, ["sh", "-c"], [NCCL_TESTS_PROBE], timeout=60)
+        except ImageProbeError as exc:
+            return None, f"nccl-tests not added: could not probe {base} ({str(exc)[:150]})"
+        if rc != 0:
+            return None, f"nccl-tests not added: probing {base} exited {rc} (no sh?)"
+        return plan_nccl_tests(text, base)
 
     async def _passes_args(self, node: Node, image: str, entrypoint) -> bool:
         from ..probes.image import run_in_image
@@ -214,9 +244,7 @@ class BuildImageAction(Action):
                 rec.status, rec.message = FAIL, why[:300]
                 rec.data = {"last_lines": state["lines"][-15:], "error": state["error"]}
                 self.findings.append(image_finding("image_build_failed", why[:300], node.name, state["lines"][-5:],
-                                              "the base image's vLLM files are not laid out as the patch knows; "
-                                              "pick another base (--base) or add the entries by hand"
-                                              if "unknown layout" in why else "read the build output above"))
+                                                   build_failure_advice(state["lines"], why)))
                 raise ActionFailed(f"build failed: {why[:300]}")
             if not state["id"]:
                 state["id"] = (await inspect_image(node, spec.tag)).id

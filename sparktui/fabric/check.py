@@ -152,6 +152,23 @@ def interface_of(links: "list[LinkInfo]", ip: str) -> "LinkInfo | None":
     return best[1] if best else None
 
 
+def _wrong_evidence(perf: PerfRun) -> str:
+    """One line on the wrong results, in the table's own terms: #wrong counts, or an old table's error column."""
+    parts = []
+    counted = [row for row in perf.rows if row.wrong]
+    if counted:
+        parts.append(f"#wrong {perf.wrong} over {len(counted)} sizes (first at {counted[0].size} B)")
+    errs = [row for row in perf.rows if row.error_out_of_bounds]
+    if errs:
+        first = errs[0]
+        worst = max(e for e in (first.oop_error, first.ip_error) if e is not None)
+        parts.append(f"error above {first.error_limit:g} ({first.type}) at {len(errs)} sizes "
+                     f"(first at {first.size} B: {worst:g})")
+    if perf.out_of_bounds:
+        parts.append(f"out of bounds values: {perf.out_of_bounds}")
+    return "; ".join(parts)
+
+
 class FabricCheck:
     def __init__(self, config: "Config", nodes: "dict[str, Node]", envs: dict[str, dict[str, str]],
                  options: FabricOptions | None = None, *, image: str = "",
@@ -438,11 +455,8 @@ class FabricCheck:
                 add("gid", f"NCCL WARN: {g}")
             if r.perf.bootstrap_if and any(n.interface and r.perf.bootstrap_if != n.interface for n in r.nodes[:1]):
                 add("wrong_if", f"NCCL bootstrap used {r.perf.bootstrap_if}, not {r.nodes[0].interface}")
-            bad = [row for row in r.perf.rows if row.wrong]
-            if bad or (r.perf.out_of_bounds or 0) > 0:
-                add("wrong", f"#wrong {r.perf.wrong} over {len(bad)} sizes"
-                             + (f" (first at {bad[0].size} B)" if bad else "")
-                             + (f"; out of bounds values: {r.perf.out_of_bounds}" if r.perf.out_of_bounds else ""))
+            if r.perf.failed:
+                add("wrong", _wrong_evidence(r.perf))
         return seen
 
     def summary(self, step: str) -> tuple[str, str]:
@@ -472,8 +486,9 @@ class FabricCheck:
         if step == "all_reduce_perf":
             if r.perf is None or not r.perf.rows:
                 return "skip", r.perf_note or "not run"
-            return ("fail" if r.perf.wrong else "ok"), \
-                f"peak busbw {r.perf.peak_busbw:.2f} GB/s over {len(r.perf.rows)} sizes, #wrong {r.perf.wrong}"
+            return ("fail" if r.perf.failed else "ok"), \
+                f"peak busbw {r.perf.peak_busbw:.2f} GB/s over {len(r.perf.rows)} sizes, #wrong {r.perf.wrong}" \
+                + (f"; {_wrong_evidence(r.perf)}" if r.perf.failed and not r.perf.wrong else "")
         return "ok", ""
 
     def judge(self) -> Verdict:

@@ -33,6 +33,8 @@ class PerfRow:
     ip_algbw: float
     ip_busbw: float
     ip_wrong: int | None
+    oop_error: float | None = None  # an old table's "error" column: the largest difference from the expected value
+    ip_error: float | None = None
 
     @property
     def busbw(self) -> float:
@@ -41,6 +43,21 @@ class PerfRow:
     @property
     def wrong(self) -> int:
         return (self.oop_wrong or 0) + (self.ip_wrong or 0)
+
+    @property
+    def error_limit(self) -> float | None:
+        """The largest error an old nccl-tests let pass for this type (its DeltaMaxValue); None: unknown type."""
+        return ERROR_LIMITS.get(self.type)
+
+    @property
+    def error_out_of_bounds(self) -> bool:
+        """An old table's error above the type's limit: what it counted as "Out of bounds values"."""
+        limit = self.error_limit
+        return limit is not None and any(e is not None and e > limit for e in (self.oop_error, self.ip_error))
+
+    @property
+    def failed(self) -> bool:
+        return self.wrong > 0 or self.error_out_of_bounds
 
 
 @dataclass
@@ -61,6 +78,11 @@ class PerfRun:
         return sum(r.wrong for r in self.rows)
 
     @property
+    def failed(self) -> bool:
+        """Wrong results by any of the ways nccl-tests says it: #wrong, an old error column, the summary line."""
+        return any(r.failed for r in self.rows) or (self.out_of_bounds or 0) > 0
+
+    @property
     def peak_busbw(self) -> float | None:
         return max((r.busbw for r in self.rows), default=None)
 
@@ -71,6 +93,10 @@ class PerfRun:
         return d
 
 
+# old nccl-tests' DeltaMaxValue per type name as the table prints it (integers must be exact)
+ERROR_LIMITS = {"half": 1e-2, "float16": 1e-2, "bfloat16": 1e-2, "float": 1e-5, "float32": 1e-5, "double": 1e-12,
+                "float64": 1e-12, **{t: 0.0 for t in ("int8", "uint8", "int", "int32", "uint32", "int64", "uint64")}}
+
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _WRONG = r"(?:\d+|N/A|" + _NUM + r")"
 # current nccl-tests: size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong
@@ -79,14 +105,22 @@ _ROW = re.compile(rf"^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(-?\d+)\s+({_NUM})\s+({
 # nccl-tests before the root column (2019-2020): size count type [redop] | time algbw busbw error | ...
 _ROW_OLD = re.compile(rf"^\s*(\d+)\s+(\d+)\s+(\w+)(?:\s+([a-z]+))?\s+({_NUM})\s+({_NUM})\s+({_NUM})\s+({_WRONG})"
                       rf"\s+({_NUM})\s+({_NUM})\s+({_NUM})\s+({_WRONG})\s*$")
-_AVG = re.compile(rf"^#\s*Avg bus bandwidth\s*:\s*({_NUM})")
-_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
+# "# Avg bus bandwidth : 6.6972"; nccl-tests of 2018-2020 printed these two without the "#"
+_AVG = re.compile(rf"^\s*#?\s*Avg bus bandwidth\s*:\s*({_NUM})")
+_OOB = re.compile(r"^\s*#?\s*Out of bounds values\s*:\s*(\d+)")
 _RANK = re.compile(r"^#\s+Rank\s+\d+\s")
 _SOCKET_VIA = re.compile(r"via NET/Socket")
 
 
 def _wrong(text: str) -> int | None:
     return int(text) if text.isdigit() else None  # "N/A", or an old table's error magnitude (0e+00)
+
+
+def _error(text: str) -> float | None:
+    try:
+        return float(text)  # an old table's "1e+00"
+    except ValueError:
+        return None  # "N/A"
 
 
 def parse_perf(text: str) -> PerfRun:
@@ -108,14 +142,17 @@ def parse_perf(text: str) -> PerfRun:
         if m:
             g = m.groups()
             run.rows.append(PerfRow(int(g[0]), int(g[1]), g[2], g[3] or "", None, float(g[4]), float(g[5]), float(g[6]),
-                                    _wrong(g[7]), float(g[8]), float(g[9]), float(g[10]), _wrong(g[11])))
+                                    _wrong(g[7]), float(g[8]), float(g[9]), float(g[10]), _wrong(g[11]),
+                                    oop_error=_error(g[7]), ip_error=_error(g[11])))
+            continue
+        if m := _AVG.match(line):
+            run.avg_busbw = float(m.group(1))
+            continue
+        if m := _OOB.match(line):
+            run.out_of_bounds = int(m.group(1))
             continue
         if line.startswith("#"):
-            if m := _AVG.match(line):
-                run.avg_busbw = float(m.group(1))
-            elif m := _OOB.match(line):
-                run.out_of_bounds = int(m.group(1))
-            elif _RANK.match(line):
+            if _RANK.match(line):
                 run.nranks += 1
             continue
         if "NCCL" not in line:

@@ -163,6 +163,10 @@ def test_build_and_push_make_doctor_pass(seed):
     built = as_json(r)
     assert 'RUN ["python3", "/opt/sparktui/patch_vllm_registry.py", "--arch", ' \
            '"Qwen3_5MoeForConditionalGeneration=qwen3_5:Qwen3_5MoeForConditionalGeneration"' in built["data"]["dockerfile"]
+    # the bed's base is CPU vLLM: no CUDA toolkit, so no nccl-tests stage, and the result says why in one line
+    assert built["data"]["nccl_tests"].startswith("nccl-tests not added: ") and "nvcc" in built["data"]["nccl_tests"]
+    assert "AS nccl-tests" not in built["data"]["dockerfile"]
+    assert built["summary"].endswith(built["data"]["nccl_tests"])
     assert image_id("spark1", HYBRID) == built["data"]["id"]
     assert image_id("spark2", HYBRID) is None
     r = cli("push-image", "--yes", "--json")

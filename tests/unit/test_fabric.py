@@ -56,6 +56,25 @@ def test_old_table_error_column_and_avg_line():
     assert run.rows[0].root is None and run.rows[0].oop_wrong is None  # "0e+00" is an error magnitude, not a count
     assert run.avg_busbw == 6.6972 and run.out_of_bounds == 0
     assert run.peak_busbw == 21.86
+    assert not run.failed and not any(r.error_out_of_bounds for r in run.rows)  # 0e+00 is within float's 1e-5
+
+
+def test_old_table_with_errors_out_of_bounds_is_a_failure():
+    # real: nccl-tests issue 37, error 1e+00 on both halves and the summary line without its "#"
+    run = parse_perf(_text("all_gather_perf_oob_nccltests37.txt"))
+    (row,) = run.rows
+    assert (row.size, row.type, row.oop_busbw, row.oop_error, row.ip_error) == (4294967296, "float", 129.05, 1.0, 1.0)
+    assert row.wrong == 0 and row.error_limit == 1e-5 and row.error_out_of_bounds and row.failed
+    assert run.out_of_bounds == 2 and run.avg_busbw == 128.942
+    assert run.failed
+
+
+def test_either_old_sign_alone_fails():
+    lines = _text("all_gather_perf_oob_nccltests37.txt").splitlines()
+    no_summary = parse_perf("\n".join(l for l in lines if "Out of bounds" not in l))
+    assert no_summary.out_of_bounds is None and no_summary.failed
+    only_summary = parse_perf("\n".join(l for l in lines if not l.startswith("  4294967296")))
+    assert only_summary.rows == [] and only_summary.failed
 
 
 def test_socket_fallback_seen_in_nccl_info():
@@ -121,8 +140,8 @@ def test_at_line_rate_is_ok_and_unexplained_when_slow():
 
 
 def test_wrong_results_fail_whatever_the_bandwidth():
-    # no public table with #wrong > 0 was found (tests/fixtures/fabric/README.md): a real table's row
-    # is given a count here, to drive the check's own signal and the verdict
+    # no public table of the current format with #wrong > 0 was found (tests/fixtures/fabric/README.md): a real
+    # table's row is given a count here; the old format's real failure is judged in the next test
     run = parse_perf(_text("all_reduce_perf_healthy_nccl1411.txt"))
     run.rows[3] = dataclasses.replace(run.rows[3], oop_wrong=7)
     check = _check_with(run, line_rate=1200.0)
@@ -130,6 +149,18 @@ def test_wrong_results_fail_whatever_the_bandwidth():
     assert v.measured_gbps == pytest.approx(149.31 * 8)  # busbw GB/s as Gb/s
     assert v.status == "fail" and v.failures[0]["id"] == "nccl_wrong_results"
     assert "#wrong 7 over 1 sizes (first at 16777216 B)" in v.failures[0]["evidence"][0]
+
+
+def test_real_out_of_bounds_table_fails_the_verdict_at_line_rate():
+    check = _check_with(parse_perf(_text("all_gather_perf_oob_nccltests37.txt")), line_rate=1200.0)
+    v = check.judge()
+    assert v.measured_gbps == pytest.approx(129.05 * 8)  # 86 % of the line: fast, and still wrong
+    assert v.status == "fail" and [f["id"] for f in v.failures] == ["nccl_wrong_results"]
+    assert v.failures[0]["evidence"] == [
+        "error above 1e-05 (float) at 1 sizes (first at 4294967296 B: 1); out of bounds values: 2"]
+    status, line = check.summary("all_reduce_perf")
+    assert status == "fail" and line.endswith("#wrong 0; error above 1e-05 (float) at 1 sizes "
+                                              "(first at 4294967296 B: 1); out of bounds values: 2")
 
 
 def test_socket_table_signal_from_the_check():
