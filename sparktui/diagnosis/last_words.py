@@ -473,17 +473,18 @@ def cma_broken(window: Sequence[tuple[int, str]]) -> tuple[int, str] | None:
 
 def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tuple[int, str, str, str, str] | None:
     """For a log that nothing else spoke about (no failure shape, no finding): (line, id, why, text,
-    severity) of a fact that is a failure by itself.  A terminal fact among its last lines, the
-    kernel's impossible CMA numbers (errors); a native extension's undefined symbol logged at
-    WARNING (the program went on: a warning)."""
+    severity) of a fact that names a cause by itself.  The kernel's impossible CMA numbers (an
+    error: the machine cannot work); a terminal fact among its last lines, or a native extension's
+    undefined symbol logged at WARNING: warnings, since the log shows no failure (a healthy start-up
+    retries refused connects, a program goes on past a missing optional symbol)."""
     ids = set(known)
     last = {n for n, *_ in _nonblank(window)[-LAST:]}
-    got = facts([x for x in window if x[0] in last], ids, terminal=True)
-    if got is not None:
-        return (*got, "error")
     cma = cma_broken(window) if "gb10_kernel_unsupported" in ids else None
     if cma is not None:
         return cma[0], "gb10_kernel_unsupported", cma[1], dict(window).get(cma[0], "").strip(), "error"
+    got = facts([x for x in window if x[0] in last], ids, terminal=True)
+    if got is not None:
+        return (*got, "warning")
     got = facts(window, QUIET_FACT_IDS & ids, quiet=True)
     if got is not None:
         return (*got, "warning")

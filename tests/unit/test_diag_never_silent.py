@@ -128,6 +128,14 @@ def test_the_rdma_providers_failed_completion_ending_a_log_is_an_ib_error():
     assert _named(lines) == ["nccl_ib_error"]
 
 
+def test_a_terminal_fact_in_a_log_that_shows_no_failure_is_a_warning_not_an_error():
+    """Nothing in the log failed (no traceback, no ERROR line, no exit): the fact names its cause,
+    as a warning.  An error here cried wolf on a healthy log (found by the frozen part's healthy count)."""
+    lines = ["(LLMActor pid=4120, ip=10.0.0.2) update weight: model.norm.weight, dtype: torch.bfloat16",
+             "(LLMActor pid=4121, ip=10.0.0.3) mlx5: gpu-node-7: got completion with error:"]
+    assert [(f.id, f.severity) for f in diagnose_lines(lines) if f.severity != "info"] == [("nccl_ib_error", "warning")]
+
+
 def test_a_verbs_library_probe_at_the_end_of_a_working_run_is_no_failure():
     # held-in healthy: "misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]" then the sweep
     assert named(held_in("b/nccl_nccl-tests_82_broadcast_socket_libibverbs_warn")) == []
