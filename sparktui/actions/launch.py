@@ -37,7 +37,8 @@ from .lock import owner_labels
 
 def _is_forward(ctx: ActionContext, node: str) -> bool:
     """The head's serve port reached through sparktui's own ssh connection (gone when it exits)."""
-    return getattr(ctx.nodes.get(node), "backend", "") == "ssh"
+    n = ctx.nodes.get(node)
+    return n is not None and n.forwards_ports
 
 class LaunchAction(Action):
     def __init__(self, *, replace: bool = False, timeout: float | None = None) -> None:

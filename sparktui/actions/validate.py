@@ -230,7 +230,7 @@ class ValidateAction(Action):
                 return ActionResult(self.name, False, f.title, findings=[*verdict.findings, f], data=data)
             data["vllm_version"] = info.version
             data["served_model"] = info.models[0]
-            if getattr(node, "backend", "") == "ssh":  # the URL is this command's own forward
+            if node.forwards_ports:  # the URL is this command's own forward
                 from .serving_target import forward_note
 
                 data["serve_hint"] = forward_note(ctx.config, node_name, base)

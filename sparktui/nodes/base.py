@@ -81,6 +81,8 @@ class Node:
     # -- declared abilities: callers branch on these flags, never on whether a method exists
     opens_tcp: ClassVar[bool] = False  # ``open_tcp`` reaches host:port as the node sees it
     relays_logs: ClassVar[bool] = False  # ``open_log_stream`` may hand back a relayed container log
+    # ``local_port`` hands back a forward that lives only as long as this process (say so with the URL)
+    forwards_ports: ClassVar[bool] = False
     last_error: str | None = None  # why the connection was last lost (connection-holding backends)
 
     # -- required

@@ -79,6 +79,7 @@ class SshNode(Node):
     backend = "ssh"
     opens_tcp = True
     relays_logs = True
+    forwards_ports = True
 
     def __init__(self, cfg: "NodeConfig", *, keepalive_interval: float = 15.0, keepalive_count: int = 3,
                  connect_timeout: float = 10.0) -> None:

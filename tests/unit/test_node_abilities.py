@@ -21,7 +21,7 @@ from sparktui.sim.node import SimNode
 
 PKG = Path(__file__).resolve().parents[2] / "sparktui"
 ABILITIES = {"open_tcp", "local_port", "open_log_stream", "trust_offered_key", "wait_lost", "last_error",
-             "connected", "opens_tcp", "relays_logs"}
+             "connected", "opens_tcp", "relays_logs", "forwards_ports", "backend"}
 
 
 @pytest.mark.parametrize(("cls", "tcp", "relay", "keys", "connection"), [
@@ -32,6 +32,8 @@ ABILITIES = {"open_tcp", "local_port", "open_log_stream", "trust_offered_key", "
 def test_every_backend_declares_its_abilities(cls, tcp, relay, keys, connection):
     assert issubclass(cls, Node)
     assert (cls.opens_tcp, cls.relays_logs) == (tcp, relay)
+    # only an ssh node's serve URL is a forward of this process (launch and validate say so with it)
+    assert cls.forwards_ports == (cls is SshNode)
     # a flag set means the method is the backend's own; a flag clear means Node's "not supported"
     assert (cls.open_tcp is not Node.open_tcp) == tcp
     assert (cls.open_log_stream is not Node.open_log_stream) == relay
