@@ -493,7 +493,8 @@ class FabricCheck:
 
     def judge(self) -> Verdict:
         r = self.report
-        if r.perf is not None and r.perf.rows:
+        # one rank crosses no link (busbw is 0 by definition): such a table says nothing of the fabric
+        if r.perf is not None and r.perf.rows and r.perf.nranks != 1:
             measured, source = (r.perf.peak_busbw or 0.0) * 8, "all_reduce_perf busbw"  # GB/s -> Gb/s
         else:
             got = [p.result.gbps for p in r.iperf if p.result and not p.result.error]

@@ -163,6 +163,21 @@ def test_real_out_of_bounds_table_fails_the_verdict_at_line_rate():
                                               "(first at 4294967296 B: 1); out of bounds values: 2")
 
 
+def test_our_own_device_run_parses_and_one_rank_is_not_judged_as_the_link():
+    """nccl-tests 2.19.6 built with nvcc 13.0 against NCCL 2.28.9 and run on the lent H100 (one GPU, no
+    RDMA): the table, NCCL's socket fallback and the rank count, as a real run prints them.  One rank
+    crosses no link (busbw 0): the verdict falls back to iperf3 instead of calling the fabric 0 % fast."""
+    run = parse_perf(_text("all_reduce_perf_h100_1gpu_device.txt"))
+    assert len(run.rows) == 26 and run.rows[0].size == 8 and run.rows[-1].size == 256 << 20
+    assert run.rows[-1].oop_algbw == pytest.approx(1490.8) and run.peak_busbw == 0.0
+    assert run.nranks == 1 and run.wrong == 0 and not run.failed and run.out_of_bounds == 0
+    assert run.socket and run.socket_ifaces == ("eth0",)
+    check = _check_with(run, line_rate=200.0)
+    assert check.judge().measured_gbps is None  # no iperf3 either: nothing measured, not "0 Gb/s"
+    two = _check_with(parse_perf(_text("all_reduce_perf_healthy_nccl1411.txt")), line_rate=1200.0)
+    assert two.judge().measured_gbps == pytest.approx(149.31 * 8)
+
+
 def test_socket_table_signal_from_the_check():
     check = _check_with(parse_perf(_text("all_reduce_perf_socket_nccl398.txt")), line_rate=200.0)
     seen = check.signals()
