@@ -379,7 +379,8 @@ class FabricCheck:
         if not res.ok:
             why = "docker is not installed" if res.returncode == 127 else \
                 f"all_reduce_perf or mpirun is not in {self.image}"
-            self.report.perf_note = f"skipped: {why} (build-image adds nccl-tests where the base image has nvcc and MPI; iperf3 measured TCP only)"
+            self.report.perf_note = (f"skipped: {why} (build-image adds nccl-tests where the base image has nvcc "
+                                     "and MPI; iperf3 measured TCP only)")
             return
         argv = self.perf_argv([self.ip_of(n) for n in members], self.envs.get(head.name, {}))
         self.report.perf_command = shlex.join(argv)
