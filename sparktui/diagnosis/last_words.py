@@ -341,8 +341,11 @@ _ERRNO: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # nothing listens at the rendezvous address (yet, or at all): the master is not up or the port is wrong
     (_errno("ECONNREFUSED", "111", "Connection refused"),
      "rendezvous_timeout", "ECONNREFUSED: nothing listens at the rendezvous address"),
-    (_errno("E(?:HOST|NET)UNREACH", "11[03]", "No route to host|Network is unreachable"),
-     "wrong_network_interface", "EHOSTUNREACH/ENETUNREACH: no route to the peer"),
+    # EHOSTUNREACH is 113 and ENETUNREACH 101 (Linux); 110 is ETIMEDOUT, a peer that never answered
+    (_errno("EHOSTUNREACH", "113", "No route to host"),
+     "wrong_network_interface", "EHOSTUNREACH: no route to the peer host"),
+    (_errno("ENETUNREACH", "101", "Network is unreachable"),
+     "wrong_network_interface", "ENETUNREACH: no route to the peer's network"),
     (_errno("ETIMEDOUT", "110", "Connection timed out"), "rendezvous_timeout", "ETIMEDOUT: the peer never answered"),
     # getaddrinfo's own failures (EAI_NONAME -2, EAI_AGAIN -3, EAI_NODATA -5): the rendezvous host
     # name (MASTER_ADDR, the head's address) resolves to nothing here, so this rank cannot join

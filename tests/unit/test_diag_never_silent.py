@@ -332,3 +332,22 @@ def test_nvml_not_supported_for_another_query_is_not_the_memory_limit():
 ])
 def test_kubernetes_oom_kills_are_host_oom(lines, fid):
     assert _named(lines) == ([fid] if fid else [])
+
+
+# ----------------------------------------------------------------------------- errno numbers (issue 31 item 6)
+
+@pytest.mark.parametrize("line, fid", [
+    # Linux errno numbers: EHOSTUNREACH 113, ENETUNREACH 101 (no route: the wrong interface or subnet)
+    ("RuntimeError: [c10d] connect to 10.1.0.2:29500 failed: errno: 113 - No route to host", "wrong_network_interface"),
+    ("OSError: [Errno 101] Network is unreachable while connecting the TCPStore socket", "wrong_network_interface"),
+    # 110 is ETIMEDOUT: the peer never answered, never a wrong interface
+    ("RuntimeError: [c10d] socket connect to 10.1.0.2:29500 failed: errno: 110", "rendezvous_timeout"),
+    ("torch.distributed.DistStoreError: TCPStore connect failed [Errno 110]", "rendezvous_timeout"),
+])
+def test_errno_numbers_name_their_own_cause(line, fid):
+    assert fact_of(line) == fid
+
+
+def test_an_errno_outside_any_socket_call_names_no_network_cause():
+    # the same numbers in a line that is no socket/rendezvous call (a file read) are no network fact
+    assert fact_of("OSError: [Errno 110] reading /data/shard-00113.bin took too long") is None
