@@ -763,7 +763,11 @@ class SourceScanner:
                 break
         out.extend(self.hang_cause())  # the specific cause first, then the hang it explains
         phase = self.milestones.open_phase()
-        if phase is not None and (phase[0] or 0) > last_error:
+        # the last line inside a phase of end_phases.toml that names its own finding (the rendezvous
+        # of distributed init) says more than the open milestone phase around it: that one alone
+        ends = default_end_phases().ends_in(list(self.tail))
+        named_end = ends is not None and ends[1].finding != "suspected_hang" and ends[0] > last_error
+        if phase is not None and (phase[0] or 0) > last_error and not (named_end and ends[0] >= (phase[0] or 0)):
             f = self.raise_derived(
                 "suspected_hang", phase[0], [f"log ends during {phase[1]}"] + tail,
                 title=f"Log ends during {phase[1]} (suspected hang)",

@@ -351,3 +351,31 @@ def test_errno_numbers_name_their_own_cause(line, fid):
 def test_an_errno_outside_any_socket_call_names_no_network_cause():
     # the same numbers in a line that is no socket/rendezvous call (a file read) are no network fact
     assert fact_of("OSError: [Errno 110] reading /data/shard-00113.bin took too long") is None
+
+
+# ----------------------------------------------------------------------------- a log stopping in distributed init (item 5)
+
+SGLANG_START = [
+    "[2025-01-10 10:00:00 TP0] Attention backend not set. Use flashinfer backend by default.",
+    "[2025-01-10 10:00:01 TP0] Init torch distributed begin.",
+]
+
+
+@pytest.mark.parametrize("last", [
+    SGLANG_START[-1],
+    "I0101 10:00:00.000000 1234 torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py:100] "
+    "Connecting to the c10d store at 10.0.0.1:29400",
+    "[2024-03-01 10:00:00,000] [INFO] [comm.py:637:init_distributed] Initializing TorchBackend in DeepSpeed with "
+    "backend nccl",
+])
+def test_a_log_stopping_where_distributed_init_begins_is_attributed_to_the_rendezvous(last):
+    got = [(f.id, f.severity) for f in diagnose_lines(["INFO starting the job", last]) if f.severity != "info"]
+    assert got == [("rendezvous_timeout", "warning")]
+
+
+def test_a_log_that_goes_on_past_distributed_init_names_nothing():
+    lines = [*SGLANG_START, "[2025-01-10 10:00:03 TP0] Init torch distributed ends. mem usage=0.41 GB",
+             "[2025-01-10 10:00:04 TP0] Load weight begin. avail mem=78.50 GB",
+             "[2025-01-10 10:00:09 TP0] Load weight end. elapsed=5.02 s, type=LlamaForCausalLM, dtype=torch.bfloat16, "
+             "avail mem=62.10 GB, mem usage=16.40 GB."]
+    assert _named(lines) == []
