@@ -182,12 +182,59 @@ def read_line(level: str, body: str) -> tuple[str, str, str] | None:
     return None
 
 
+# what a process prints while it is torn down, after whatever ended it: Python's warnings (the
+# "file.py:N: XWarning: ..." line, then the source line it quotes), the multiprocessing resource
+# tracker's leak notice, torch's process-group destructor warning, an NCCL communicator destroyed or
+# aborted, an ASGI server's shutdown lines, the interpreter's "sys:1: ResourceWarning"
+_PYWARN = re.compile(r"^(?:[\w./\\:-]+\.py:\d+: |sys:1: )(?:[A-Z]\w*)?Warning: ")
+_TEARDOWN = re.compile(
+    r"\bresource_tracker\b|\bleaked (?:shared_memory|semaphore) objects?\b"
+    r"|\bprocess group has NOT been destroyed\b|\bdestroy_process_group\(\)"
+    r"|\b(?:Destroy|Abort) COMPLETE\b"
+    r"|^(?:Waiting for application shutdown|Application shutdown complete|Finished server process)\b"
+)
+# a block Python prints for an exception it could not raise: in a destructor or an atexit handler,
+# while the interpreter shuts down; its traceback is not how the process ended
+IGNORED_HEAD = re.compile(r"^(?:Exception ignored in\b|Error in atexit\._run_exitfuncs:)")
+
+
+def teardown(lines: list[tuple[int, str, str, str]]) -> set[int]:
+    """Line numbers of teardown noise among ``lines`` (_nonblank's rows): lines printed while the
+    process was shut down, which say nothing about why; an ignored exception's whole block."""
+    out: set[int] = set()
+    k = 0
+    while k < len(lines):
+        n, _t, _, body = lines[k]
+        if IGNORED_HEAD.match(body):
+            end = next((j for j in range(k + 1, min(len(lines), k + 80))
+                        if parse_exception(lines[j][3]) is not None), k)
+            out.update(x[0] for x in lines[k:end + 1])
+            k = end + 1
+            continue
+        if _PYWARN.match(body):
+            out.add(n)
+            # the warning's quoted source line follows it, indented ("  warnings.warn(...)")
+            nxt = lines[k + 1] if k + 1 < len(lines) else None
+            if nxt is not None and (nxt[1][:1] in (" ", "\t") or nxt[3].startswith("warnings.warn(")) \
+                    and not _TRACEBACK.search(nxt[3]) and parse_exception(nxt[3]) is None:
+                out.add(nxt[0])
+                k += 1
+        elif _TEARDOWN.search(body):
+            out.add(n)
+        k += 1
+    return out
+
+
 def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
     """The failure among the last ``LAST`` non-blank lines of ``window`` (nearest the end first
     for deaths and exits, which are what ended the process; the earliest exception of those lines
     otherwise: its message is the cause, what follows it is the teardown), or None.  A death or an
-    error after a shutdown request is no failure."""
+    error after a shutdown request is no failure.  Teardown noise (``teardown``) does not count
+    among those lines: what ended the process came before it."""
     lines = _nonblank(window)
+    noise = teardown(lines)
+    if noise:
+        lines = [x for x in lines if x[0] not in noise]
     last = _before_native_stack(lines)[-LAST:]
     handled = _handled_tracebacks(lines)
     found: LastWords | None = None

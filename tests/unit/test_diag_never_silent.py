@@ -379,3 +379,37 @@ def test_a_log_that_goes_on_past_distributed_init_names_nothing():
              "[2025-01-10 10:00:09 TP0] Load weight end. elapsed=5.02 s, type=LlamaForCausalLM, dtype=torch.bfloat16, "
              "avail mem=62.10 GB, mem usage=16.40 GB."]
     assert _named(lines) == []
+
+
+# ----------------------------------------------------------------------------- teardown noise after the last words (item 1)
+
+FAILED_RUN = ["INFO 01-10 10:00:00 [worker.py:10] loading the model",
+              "Traceback (most recent call last):",
+              '  File "/app/train.py", line 3, in <module>',
+              "    main()",
+              "RuntimeError: the step function found a tensor of the wrong rank"]
+TEARDOWN = [
+    *["[rank0]:[W515 07:06:42.829549331 ProcessGroupNCCL.cpp:1117] WARNING: process group has NOT been destroyed "
+      "before it is being destructed. On normal program exit, the application should call "
+      "destroy_process_group to ensure that any pending NCCL data transfers have finished in this process."] * 4,
+    "/usr/lib/python3.12/multiprocessing/resource_tracker.py:254: UserWarning: resource_tracker: There appear to be "
+    "2 leaked semaphore objects to clean up at shutdown",
+    "  warnings.warn('resource_tracker: There appear to be %d '",
+    "Exception ignored in: <function Pool.__del__ at 0x7f3a2c1d0>",
+    "Traceback (most recent call last):",
+    '  File "/usr/lib/python3.12/multiprocessing/pool.py", line 268, in __del__',
+    "ValueError: I/O operation on closed file",
+    "INFO:     Application shutdown complete.",
+    "INFO:     Finished server process [12]",
+]
+
+
+def test_teardown_noise_after_the_failure_does_not_hide_its_last_words():
+    got = failure(_window(FAILED_RUN + TEARDOWN))
+    assert got is not None and got.exc_class == "RuntimeError" and "wrong rank" in got.message
+
+
+def test_teardown_noise_alone_is_no_failure():
+    # a run that finished and printed the same shutdown noise (an exception ignored in a destructor)
+    assert failure(_window(["INFO 01-10 10:00:00 [worker.py:10] training finished", *TEARDOWN])) is None
+    assert _named(["INFO 01-10 10:00:00 [worker.py:10] training finished", *TEARDOWN]) == []
