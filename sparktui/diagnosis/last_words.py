@@ -74,6 +74,19 @@ _LEVEL_WORD = re.compile(
     r"|\bAssertion\b.{0,200}\bfailed\b|\bGGML_ASSERT\b|^Assertion failed"
     # a shell's or the kernel's refusal to start a program ("exec /bin/sh: exec format error")
     r"|^[\w./ -]{1,120}: (?:exec format error|command not found|Permission denied|cannot execute binary file)"
+    # the lowercase level of command-line tools (git's "fatal: ...", pip's and setuptools' "error: ...")
+    r"|^(?P<lvl2>error|fatal):\s"
+    # the Docker CLI relaying the daemon's refusal ("docker: Error response from daemon: ...")
+    r"|^(?:[\w.-]{1,40}: )?Error response from daemon:?\s*"
+)
+# a build toolchain's own failure lines, read whole (the file and the tool are the message): CMake,
+# a C/C++/CUDA compiler ("x.cpp:12:5: error:", nvcc's "x.cu(12): error:"), ninja and make giving up
+_TOOLCHAIN = re.compile(
+    r"^CMake Error\b"
+    r"|^\S+\.(?:c|cc|cpp|cxx|cu|cuh|h|hh|hpp|hxx)(?::\d+){1,2}: (?:fatal )?error: "
+    r"|^\S+\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp)\(\d+\): (?:catastrophic )?error: "
+    r"|^ninja: build stopped\b|^ninja: error: |^FAILED: \S"
+    r"|^g?make(?:\[\d+\])?: \*\*\* .{0,300}\bError \d+"
 )
 # structured loggers: JSON ("level":"error") and logfmt (level=error)
 _STRUCTURED = re.compile(r'(?i)"(?:level|severity|lvl)"\s*:\s*"(?:error|err|fatal|critical|panic)"|\blevel=(?:error|fatal|panic)\b')
@@ -175,6 +188,8 @@ def read_line(level: str, body: str) -> tuple[str, str, str] | None:
         return "process death", "", body
     g = _ERROR_MARK.search(body)
     if level in _BAD_LEVELS or g is not None or _STRUCTURED.search(body):
+        return "error line", "", body
+    if _TOOLCHAIN.match(body):
         return "error line", "", body
     w = _LEVEL_WORD.match(body)
     if w is not None:

@@ -413,3 +413,48 @@ def test_teardown_noise_alone_is_no_failure():
     # a run that finished and printed the same shutdown noise (an exception ignored in a destructor)
     assert failure(_window(["INFO 01-10 10:00:00 [worker.py:10] training finished", *TEARDOWN])) is None
     assert _named(["INFO 01-10 10:00:00 [worker.py:10] training finished", *TEARDOWN]) == []
+
+
+# ----------------------------------------------------------------------------- command-line tools' failure lines (item 2)
+
+@pytest.mark.parametrize("line, failing", [
+    # lowercase levels of command-line tools (git, pip/setuptools)
+    ("fatal: unable to access 'https://github.com/org/repo.git/': Could not resolve host: github.com", True),
+    ("error: subprocess-exited-with-error", True),
+    # the Docker CLI relaying the daemon's refusal
+    ('docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].', True),
+    # a build toolchain giving up
+    ("CMake Error at CMakeLists.txt:44 (find_package):", True),
+    ("/src/csrc/attention.cu(118): error: identifier \"__nv_bfloat162\" is undefined", True),
+    ("/src/csrc/ops.cpp:12:10: fatal error: cuda_runtime.h: No such file or directory", True),
+    ("ninja: build stopped: subcommand failed.", True),
+    ("make[2]: *** [CMakeFiles/_C.dir/build.make:76: CMakeFiles/_C.dir/csrc/cache.cu.o] Error 1", True),
+    # prose and the tools' own benign lines
+    ("error handling in the scheduler was reworked", False),
+    ("errors: 0, warnings: 2", False),
+    ("make: Nothing to be done for 'all'.", False),
+    ("-- Build files have been written to: /src/build", False),
+    ("[100%] Built target _C", False),
+])
+def test_command_line_tools_failure_lines_are_failure_shapes(line, failing):
+    assert (failure([(1, "INFO building"), (2, line)]) is not None) is failing
+
+
+@pytest.mark.parametrize("lines", [
+    ["-- The CUDA compiler identification is NVIDIA 12.8.93",
+     "/src/csrc/attention.cu(118): error: identifier \"__nv_bfloat162\" is undefined",
+     "1 error detected in the compilation of \"/src/csrc/attention.cu\".",
+     "ninja: build stopped: subcommand failed."],
+    ["Collecting vllm==0.99.0",
+     "ERROR: Could not find a version that satisfies the requirement vllm==0.99.0 (from versions: 0.9.1, 0.9.2)",
+     "ERROR: No matching distribution found for vllm==0.99.0"],
+])
+def test_a_toolchain_or_pip_failure_ending_the_log_is_a_broken_install(lines):
+    assert _named(lines) == ["broken_install"]
+
+
+def test_a_build_that_finished_names_nothing():
+    lines = ["-- Configuring done (4.1s)", "-- Generating done (0.1s)", "-- Build files have been written to: /src/build",
+             "[ 50%] Building CUDA object CMakeFiles/_C.dir/csrc/cache.cu.o", "[100%] Built target _C",
+             "Successfully installed vllm-0.9.2"]
+    assert _named(lines) == []
