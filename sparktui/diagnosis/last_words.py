@@ -439,6 +439,17 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"(?i)(?:/dev/shm\b.*(?:No space left|posix_fallocate|ftruncate|too small|failed)"
                 r"|posix_fallocate.*(?:failed|No space left|\b28\b)|No space left on device.*\bshm\b)"),
      "nccl_shm_error", "shared memory (/dev/shm) ran out"),
+    # the CUDA driver's multicast calls (NCCL's NVLS setup) failing, whoever reports them
+    (re.compile(r"\bcuMulticast\w+\b[^\n]{0,120}\b(?i:fail\w*|error|not supported|invalid|not permitted)"
+                r"|(?i:fail\w*|error)\b[^\n]{0,80}\bcuMulticast\w+"),
+     "nvls_multicast_failed", "a CUDA multicast call (NVLS) failed"),
+    # a process killed by SIGBUS: a shared-memory mapping it touched could not be backed (/dev/shm,
+    # 64 MiB in a container by default, ran out); NCCL's own segments name nccl_shm_error instead
+    # (the death itself: the shell's "Bus error", Python's fatal handler, a signal report; not a list of
+    # what might have killed something)
+    (re.compile(r"(?i)(?:^|\bFatal Python error: |\bkilled by signal:? |\*\*\* )(?:Bus error|SIGBUS)\b"
+                r"|\bBus error \(core dumped\)|\bSIGBUS received\b|\bsignal 7 \(SIGBUS\)"),
+     "shm_too_small", "a process died of SIGBUS (a shared-memory mapping that /dev/shm could not back)"),
     # the dynamic loader: a binary built against another torch/CUDA/Python (an ABI mismatch)
     # (macOS's dyld says "Symbol not found:" / "Library not loaded:")
     (re.compile(r"\bundefined symbol: \S+|\bsymbol lookup error\b|\bGLIBC(?:XX)?_[\d.]+' not found"

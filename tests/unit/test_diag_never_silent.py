@@ -458,3 +458,67 @@ def test_a_build_that_finished_names_nothing():
              "[ 50%] Building CUDA object CMakeFiles/_C.dir/csrc/cache.cu.o", "[100%] Built target _C",
              "Successfully installed vllm-0.9.2"]
     assert _named(lines) == []
+
+
+# ----------------------------------------------------------------------------- causes by structure (item 7)
+
+def _tb(frame: str, code: str, exc: str) -> list[str]:
+    return ["Traceback (most recent call last):", f'  File "{frame}", line 10, in run', f"    {code}", exc]
+
+
+@pytest.mark.parametrize("lines, fid", [
+    # TensorRT's own error class for its engine deserializer
+    (["[I] Loading engine from /models/x.plan",
+      "[E] IRuntime::deserializeCudaEngine: Error Code 1: Serialization (Serialization assertion "
+      "plan->header.magicTag == rt::kPLAN_MAGIC_TAG failed.)"], "trt_engine_version_mismatch"),
+    # a name imported from transformers that the installed release lacks
+    (_tb("/app/model.py", "from transformers import Qwen9Config",
+         "ImportError: cannot import name 'Qwen9Config' from 'transformers' (/usr/lib/python3/dist-packages/"
+         "transformers/__init__.py)"), "transformers_version_mismatch"),
+    # SIGBUS in a DataLoader worker, and a bare "Bus error" death: /dev/shm ran out
+    (_tb("/app/train.py", "for batch in loader:",
+         "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Bus error. It is possible that "
+         "dataloader's workers are out of shared memory. Please try to raise your shared memory limit."),
+     "shm_too_small"),
+    (["INFO 01-10 10:00:00 [worker.py:10] loading the model", "Bus error (core dumped)"], "shm_too_small"),
+    # a KV cache allocation that failed, in words no pattern has
+    (_tb("/app/engine.py", "self.cache = allocate_cache(cfg)", "RuntimeError: failed to allocate KV cache: out of memory"),
+     "kv_cache_oom"),
+    # a Ray worker that could not register with its raylet
+    (["2025-01-10 10:00:00,000\tINFO worker.py:1000 -- Connecting to existing Ray cluster at address: 10.0.0.1:6379",
+      "IOError: [RayletClient] Unable to register worker with raylet. Failed to read data from the socket: End of file"],
+     "ray_worker_register_failed"),
+    # a socket timeout raised while connecting to the rendezvous store; torch's store network error
+    (_tb("/app/dist.py", "store = TCPStore(host, port, world_size, is_master, timeout)", "TimeoutError: timed out"),
+     "rendezvous_timeout"),
+    (["torch.distributed.DistNetworkError: Socket Timeout"], "rendezvous_timeout"),
+    # the CUDA multicast calls of NCCL's NVLS setup failing
+    (["node1:100:200 [0] NCCL INFO NVLS multicast support is available on dev 0",
+      "node1:100:200 [0] NCCL WARN Cuda failure 'operation not supported' cuMulticastCreate failed",
+      "RuntimeError: NCCL error: unhandled cuda error: cuMulticastCreate failed with 'operation not supported'"],
+     "nvls_multicast_failed"),
+])
+def test_causes_named_by_structure(lines, fid):
+    assert _named(lines)[0] == fid
+
+
+@pytest.mark.parametrize("lines, not_fid", [
+    (["[I] [TRT] Loaded engine size: 120 MiB", "[I] [TRT] Deserialization required 12345 microseconds."],
+     "trt_engine_version_mismatch"),
+    # SGLang skipping a model it cannot import, and going on (logged below error level)
+    (["[2026-04-09 20:05:20 TP0] Ignore import error when loading sglang.srt.models.x: cannot import name "
+      "'XConfig' from 'transformers' (/usr/lib/python3/dist-packages/transformers/__init__.py)",
+      "[2026-04-09 20:05:30 TP0] Load weight end. elapsed=5.02 s, type=LlamaForCausalLM, dtype=torch.bfloat16, "
+      "avail mem=62.10 GB, mem usage=16.40 GB."], "transformers_version_mismatch"),
+    # Ray listing what may have killed its raylet is no SIGBUS
+    (["2022-12-20 22:02:13,602\tERROR agent.py:217 -- Raylet is terminated. Termination is unexpected. Possible "
+      "reasons include: (1) SIGKILL by the user or system OOM killer, (2) Invalid memory access from Raylet causing "
+      "SIGSEGV or SIGBUS, (3) Other termination signals."], "shm_too_small"),
+    (["INFO 01-10 10:00:00 [gpu_worker.py:300] Available KV cache memory: 12.30 GiB",
+      "INFO 01-10 10:00:01 [kv_cache_utils.py:800] GPU KV cache size: 100,000 tokens"], "kv_cache_oom"),
+    # a timeout in a frame that talks to no rendezvous (an HTTP client)
+    (_tb("/app/client.py", "data = sock.recv(4096)", "TimeoutError: timed out"), "rendezvous_timeout"),
+    (["node1:100:200 [0] NCCL INFO NVLS multicast support is not available on dev 0"], "nvls_multicast_failed"),
+])
+def test_benign_counterparts_of_the_structural_causes_name_nothing_of_theirs(lines, not_fid):
+    assert not_fid not in [f.id for f in diagnose_lines(lines) if f.severity == "error"]
