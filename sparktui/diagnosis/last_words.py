@@ -547,6 +547,32 @@ def cma_broken(window: Sequence[tuple[int, str]]) -> tuple[int, str] | None:
     return None
 
 
+_CONNECT = re.compile(r"(?i)\bconnect")
+# the errnos of a connect to a peer that is not there (refused, unreachable, timed out, a name that
+# does not resolve); an address family the host lacks (EAFNOSUPPORT) is torch probing IPv6 before it
+# falls back to IPv4, and a bind's EADDRINUSE/EADDRNOTAVAIL is no connect
+_CONNECT_ERRNOS = ("ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "ETIMEDOUT", "the rendezvous host name")
+
+
+def retrying_connect(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tuple[int, str, str, str] | None:
+    """(line, id, why, text) when the log stops while a socket connect is being retried: its last
+    non-blank line is a connect that failed with an errno, at whatever level (a connect that will be
+    retried is logged as a warning; several ranks print the same line).  The errno names the cause
+    (ECONNREFUSED: nothing listens there; EHOSTUNREACH: no route; ...); the log stopping there says
+    the connect never succeeded."""
+    rows = _nonblank(window)
+    if not rows:
+        return None
+    n, t, _, body = rows[-1]
+    if not _CONNECT.search(body) or not _NET_CONTEXT.search(body):
+        return None
+    ids = set(known)
+    for rx, fid, why in _ERRNO:
+        if fid in ids and why.startswith(_CONNECT_ERRNOS) and rx.search(body):
+            return n, fid, f"{why} (the log stops while the connect is retried)", t.strip()
+    return None
+
+
 def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tuple[int, str, str, str, str] | None:
     """For a log that nothing else spoke about (no failure shape, no finding): (line, id, why, text,
     severity) of a fact that names a cause by itself.  The kernel's impossible CMA numbers (an
@@ -559,6 +585,9 @@ def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tup
     if cma is not None:
         return cma[0], "gb10_kernel_unsupported", cma[1], dict(window).get(cma[0], "").strip(), "error"
     got = facts([x for x in window if x[0] in last], ids, terminal=True)
+    if got is not None:
+        return (*got, "warning")
+    got = retrying_connect(window, ids)
     if got is not None:
         return (*got, "warning")
     got = facts(window, QUIET_FACT_IDS & ids, quiet=True)

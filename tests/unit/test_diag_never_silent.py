@@ -522,3 +522,36 @@ def test_causes_named_by_structure(lines, fid):
 ])
 def test_benign_counterparts_of_the_structural_causes_name_nothing_of_theirs(lines, not_fid):
     assert not_fid not in [f.id for f in diagnose_lines(lines) if f.severity == "error"]
+
+
+# ----------------------------------------------------------------------------- a connect retried until the log stops (item 4)
+
+@pytest.mark.parametrize("last, fid", [
+    ("[W socket.cpp:558] [c10d] The client socket has failed to connect to [10.0.0.1]:29500 "
+     "(errno: 111 - Connection refused).", "rendezvous_timeout"),
+    ("[W socket.cpp:558] [c10d] The client socket has failed to connect to [10.0.0.1]:29500 "
+     "(errno: 113 - No route to host).", "wrong_network_interface"),
+    ("WARNING 01-10 10:00:00 [client.py:40] connect to 10.0.0.1:6379 failed: [Errno 110] Connection timed out; "
+     "retrying in 5 s", "rendezvous_timeout"),
+])
+def test_a_connect_retried_until_the_log_stops_is_a_warning_naming_its_errno(last, fid):
+    got = [f for f in diagnose_lines(["INFO 01-10 10:00:00 [worker.py:10] joining the group", last, last])
+           if f.severity != "info"]
+    assert [(f.id, f.severity) for f in got] == [(fid, "warning")]
+    assert "retried" in " ".join(got[0].evidence)
+
+
+def test_a_connect_retried_and_then_made_names_nothing():
+    lines = ["[W socket.cpp:558] [c10d] The client socket has failed to connect to [10.0.0.1]:29500 "
+             "(errno: 111 - Connection refused).",
+             "[I socket.cpp:800] [c10d] The client socket has connected to [10.0.0.1]:29500 on [10.0.0.2]:41234.",
+             "INFO 01-10 10:00:05 [parallel_state.py:1000] rank 0 in world size 2 is assigned as DP rank 0"]
+    assert _named(lines) == []
+
+
+def test_the_ipv6_probe_that_falls_back_to_ipv4_is_no_failed_connect():
+    # torch tries IPv6 first; on a host without it the socket cannot be created (EAFNOSUPPORT) and it
+    # goes on over IPv4: that warning ending an excerpt is no connect that failed
+    line = ("[W socket.cpp:558] [c10d] The client socket cannot be initialized to connect to [localhost]:29500 "
+            "(errno: 97 - Address family not supported by protocol).")
+    assert _named(["INFO starting", line, line]) == []
