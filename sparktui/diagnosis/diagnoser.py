@@ -31,7 +31,8 @@ from .catalogue import Catalogue, default_catalogue
 from .classifier import SourceScanner
 from .end_phase import default_end_phases
 from .exc_shapes import default_shapes
-from .last_words import ENGINES, INIT_FACT_IDS, component, facts, failure, shutdown_before, silent_facts
+from .last_words import (ENGINES, INIT_FACT_IDS, component, earlier_failure, facts, failure, shutdown_before,
+                         silent_facts)
 from .milestones import Rules
 from .nccl_ranks import Behind, absent_ranks, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host, versions_differ
 from .ranking import GENERIC_IDS, rank_findings
@@ -335,6 +336,41 @@ class Diagnoser:
         out = self._dead_or_unrecognised()
         if not out and not any(f.severity != "info" for f in every):
             out = self._silent_facts()
+        if not out and not any(f.severity != "info" for f in every):
+            out = self._earlier_failures()
+        return out
+
+    def _earlier_failures(self) -> list[Finding]:
+        """Nothing spoke about any source, and no failure is among its last words, but an earlier
+        part of its log failed (an exception, an ERROR line, a death) and the log went on with lines
+        that show none: a warning (the program may have recovered; it may also have ended there and
+        printed more), named by the exception's shape when it has one."""
+        ents = self.catalogue.entries
+        out: list[Finding] = []
+        for sc in self.scanners.values():
+            window = list(sc.window)
+            lw = self._unrecovered(sc, earlier_failure(window))
+            if lw is None:
+                continue
+            after = sum(1 for n, t in window if n > lw.line and t.strip())
+            fid = default_shapes().classify(lw.exc_class, lw.message) if lw.exc_class else None
+            if fid is not None and fid in ents:
+                f = sc.raise_derived(fid, lw.line, [f"an earlier failure ({lw.kind}), {after} line(s) before the log "
+                                                    f"ends: {lw.text}"], severity="warning")
+            else:
+                what = f"{lw.exc_class}: {lw.message}" if lw.exc_class else lw.message
+                comp = component(lw, window)
+                title = f"An earlier failure{' in ' + comp if comp else ''}, the log went on: {what}"
+                if len(title) > 160:
+                    title = title[:159] + "…"
+                f = sc.raise_derived(
+                    "unrecognised_failure", lw.line,
+                    [f"earlier failure ({lw.kind}), {after} line(s) before the log ends: {lw.text}",
+                     f"exception: {lw.exc_class or 'none'}; phase: {self._phase(sc, lw.line) or 'unknown'}; "
+                     f"component: {comp or 'unknown'}"],
+                    title=title, severity="warning")
+            if f:
+                out.append(f)
         return out
 
     def _silent_facts(self) -> list[Finding]:

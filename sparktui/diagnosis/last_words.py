@@ -279,6 +279,28 @@ def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
     return found
 
 
+def earlier_failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
+    """A failure shape anywhere in the window, not only among the last words (the log went on after
+    it with lines that show no failure), the one nearest the end; None when there is none or a
+    shutdown was requested before it.  Teardown noise and tracebacks a logger printed at WARNING and
+    recovered from are skipped as in ``failure``.  An error line counts only when the program's own
+    logger printed it at an error level: a library's inline complaint (a C library's "file.c:N TAG
+    ERROR", a probe) that the program went on past is the library's, not a failure of the run.  For
+    a log nothing else spoke about: a warning."""
+    lines = _nonblank(window)
+    noise = teardown(lines) | _handled_tracebacks(lines)
+    found: LastWords | None = None
+    for n, t, level, body in lines:
+        if n in noise:
+            continue
+        got = read_line(level, body)
+        if got is not None and (got[0] != "error line" or level in _BAD_LEVELS):
+            found = LastWords(n, t.strip(), *got)
+    if found is None or shutdown_before(window, found.line) is not None:
+        return None
+    return found
+
+
 # a JSON record's message field ("message": "RendezvousConnectionError: ..."), as torchelastic's
 # error handler prints the exception it caught
 _JSON_MESSAGE = re.compile(r'^"message"\s*:\s*"(?P<m>(?:[^"\\]|\\.)+)')

@@ -555,3 +555,39 @@ def test_the_ipv6_probe_that_falls_back_to_ipv4_is_no_failed_connect():
     line = ("[W socket.cpp:558] [c10d] The client socket cannot be initialized to connect to [localhost]:29500 "
             "(errno: 97 - Address family not supported by protocol).")
     assert _named(["INFO starting", line, line]) == []
+
+
+# ----------------------------------------------------------------------------- an earlier failure, then the log went on (item 3)
+
+BENIGN_TAIL = [f"INFO 01-10 10:00:{k:02d} [monitor.py:50] heartbeat {k}: 0 running, 0 waiting" for k in range(14)]
+
+
+@pytest.mark.parametrize("failed", [
+    # an ERROR its own logger printed, far above the last words
+    ["ERROR 01-10 09:59:59 [loader.py:88] the shard index lists 12 files but 11 were found"],
+    # an exception line (its traceback cut off) that nothing recognises
+    ["SomeLibraryError: the plan could not be built", "INFO 01-10 09:59:59 [run.py:9] continuing"],
+    # a helper process's death
+    ["Segmentation fault (core dumped)"],
+])
+def test_an_earlier_failure_the_log_went_on_past_is_a_warning(failed):
+    got = [(f.id, f.severity) for f in diagnose_lines(["INFO 01-10 09:59:58 [run.py:1] starting", *failed, *BENIGN_TAIL])
+           if f.severity != "info"]
+    assert got and all(sev == "warning" for _, sev in got)
+    assert failure(_window(["INFO starting", *failed, *BENIGN_TAIL])) is None  # not the last words
+    assert last_words.earlier_failure(_window(["INFO starting", *failed, *BENIGN_TAIL])) is not None
+
+
+def test_a_librarys_inline_error_the_run_went_on_past_names_nothing():
+    # a C library's own "file.c:N TAG ERROR" (a transport probe), then the program's normal output
+    lines = ["[1566436851.063308] [gpu1:203583:0]    ucp_context.c:878  UCX  ERROR Exceeded transports/devices limit",
+             *BENIGN_TAIL]
+    assert _named(lines) == []
+
+
+def test_an_earlier_failure_before_the_server_came_up_names_nothing_more():
+    lines = ["ERROR 01-10 09:59:59 [loader.py:88] optional tokenizer file missing",
+             *BENIGN_TAIL, "INFO:     Application startup complete."]
+    assert all(f.severity != "error" for f in diagnose_lines(lines))
+    assert last_words.earlier_failure(_window(lines)) is not None  # the shape is there; the diagnoser
+    assert _named(lines) == []  # knows the service came up after it
