@@ -46,6 +46,10 @@ SERVING_MILESTONES = frozenset({"api_ready", "first_prompt"})
 _RDZV_RANK = re.compile(r"\bworld_size=(?P<w>\d+),? rank=(?P<r>\d+)\b|\brank=(?P<r2>\d+),? world_size=(?P<w2>\d+)\b")
 
 
+# classes exc_shapes.parse gives lines that are no Python exception: a C++ exception's what(), an
+# engine's own error line, a Rust/Go panic
+NOT_PYTHON = frozenset({"what()", "EngineError", "panic"})
+
 # the phase name of NCCL's communicator init (end_phases.toml's nccl_init text)
 NCCL_SETUP_PHASE = "NCCL communicator setup"
 
@@ -360,11 +364,13 @@ class Diagnoser:
             else:
                 what = f"{lw.exc_class}: {lw.message}" if lw.exc_class else lw.message
                 comp = component(lw, window)
-                title = f"An earlier failure{' in ' + comp if comp else ''}, the log went on: {what}"
+                python = lw.kind == "exception" and lw.exc_class not in NOT_PYTHON and "unhandled_exception" in ents
+                title = (f"An earlier {'exception' if python else 'failure'}{' in ' + comp if comp else ''}, "
+                         f"the log went on: {what}")
                 if len(title) > 160:
                     title = title[:159] + "…"
                 f = sc.raise_derived(
-                    "unrecognised_failure", lw.line,
+                    "unhandled_exception" if python else "unrecognised_failure", lw.line,
                     [f"earlier failure ({lw.kind}), {after} line(s) before the log ends: {lw.text}",
                      f"exception: {lw.exc_class or 'none'}; phase: {self._phase(sc, lw.line) or 'unknown'}; "
                      f"component: {comp or 'unknown'}"],
@@ -454,13 +460,19 @@ class Diagnoser:
                 if f:
                     out.append(f)
                 continue
-            title = f"Unrecognised failure{' in ' + comp if comp else ''}: {what}"
+            # a Python exception's own line ("pkg.Class: message", what Python prints last for an
+            # uncaught exception; its frames cut from the paste) is an unhandled exception, as its
+            # traceback would be; the other failure shapes (an error line, a death, an exit, a C++
+            # what(), an engine's [E] line, a panic) are reported as an unrecognised failure
+            python = lw.kind == "exception" and lw.exc_class not in NOT_PYTHON and "unhandled_exception" in ents
+            fid = "unhandled_exception" if python else "unrecognised_failure"
+            title = f"{'Unhandled exception' if python else 'Unrecognised failure'}{' in ' + comp if comp else ''}: {what}"
             if len(title) > 160:
                 title = title[:159] + "…"
             ev = [f"last words ({lw.kind}): {lw.text}",
                   f"exception: {lw.exc_class or 'none'}; phase: {phase or 'unknown'}; component: {comp or 'unknown'}"]
             ev += [f"{n}: {t}" for n, t in window[-5:]]
-            f = sc.raise_derived("unrecognised_failure", lw.line, ev, title=title)
+            f = sc.raise_derived(fid, lw.line, ev, title=title)
             if f:
                 out.append(f)
         return out

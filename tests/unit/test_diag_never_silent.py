@@ -591,3 +591,27 @@ def test_an_earlier_failure_before_the_server_came_up_names_nothing_more():
     assert all(f.severity != "error" for f in diagnose_lines(lines))
     assert last_words.earlier_failure(_window(lines)) is not None  # the shape is there; the diagnoser
     assert _named(lines) == []  # knows the service came up after it
+
+
+# ----------------------------------------------------------------------------- a bare Python exception (item 8)
+
+def test_a_bare_python_exception_ending_the_log_is_an_unhandled_exception():
+    got = [f for f in diagnose_lines(["INFO 01-10 10:00:00 [run.py:1] starting",
+                                      "somepkg.core.PlanBuilderError: the plan could not be built"])
+           if f.severity != "info"]
+    assert [(f.id, f.severity) for f in got] == [("unhandled_exception", "error")]
+    assert "somepkg.core.PlanBuilderError" in " ".join(got[0].evidence)
+
+
+@pytest.mark.parametrize("line", [
+    # a C++ exception, an engine's own [E] line, a panic: failures, but no Python exception
+    "  what():  the plan could not be built",
+    "thread 'main' panicked at src/plan.rs:10:5: the plan could not be built",
+])
+def test_failures_that_are_no_python_exception_stay_unrecognised(line):
+    assert _named(["INFO 01-10 10:00:00 [run.py:1] starting", line]) == ["unrecognised_failure"]
+
+
+def test_a_python_exception_logged_as_a_warning_and_recovered_from_is_no_failure():
+    assert _named(["WARNING 01-10 10:00:00 [run.py:1] retrying after somepkg.core.PlanBuilderError: busy",
+                   "INFO 01-10 10:00:01 [run.py:2] plan built"]) == []
