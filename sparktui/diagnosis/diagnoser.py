@@ -352,8 +352,10 @@ class Diagnoser:
         ents = self.catalogue.entries
         out: list[Finding] = []
         for sc in self.scanners.values():
+            if any(m.id in SERVING_MILESTONES for m in sc.milestones.reached.values()):
+                continue  # a server that was up and went on past an error (a request's) is no failing run
             window = list(sc.window)
-            lw = self._unrecovered(sc, earlier_failure(window))
+            lw = earlier_failure(window)
             if lw is None:
                 continue
             after = sum(1 for n, t in window if n > lw.line and t.strip())

@@ -615,3 +615,11 @@ def test_failures_that_are_no_python_exception_stay_unrecognised(line):
 def test_a_python_exception_logged_as_a_warning_and_recovered_from_is_no_failure():
     assert _named(["WARNING 01-10 10:00:00 [run.py:1] retrying after somepkg.core.PlanBuilderError: busy",
                    "INFO 01-10 10:00:01 [run.py:2] plan built"]) == []
+
+
+def test_an_error_while_serving_that_the_server_went_on_past_names_nothing():
+    lines = ["INFO:     Application startup complete.",
+             'INFO:     127.0.0.1:50312 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+             "ERROR 01-10 10:00:00 [serving_chat.py:200] Error in preprocessing prompt inputs",
+             *BENIGN_TAIL]
+    assert _named(lines) == []
