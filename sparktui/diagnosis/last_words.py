@@ -204,7 +204,7 @@ def read_line(level: str, body: str) -> tuple[str, str, str] | None:
 _PYWARN = re.compile(r"^(?:[\w./\\:-]+\.py:\d+: |sys:1: )(?:[A-Z]\w*)?Warning: ")
 _TEARDOWN = re.compile(
     r"\bresource_tracker\b|\bleaked (?:shared_memory|semaphore) objects?\b"
-    r"|\bprocess group has NOT been destroyed\b|\bdestroy_process_group\(\)"
+    r"|\bprocess group has NOT been destroyed\b|^destroy_process_group\b"  # (and its wrapped line)
     r"|\b(?:Destroy|Abort) COMPLETE\b"
     r"|^(?:Waiting for application shutdown|Application shutdown complete|Finished server process)\b"
 )
@@ -234,7 +234,7 @@ def teardown(lines: list[tuple[int, str, str, str]]) -> set[int]:
                     and not _TRACEBACK.search(nxt[3]) and parse_exception(nxt[3]) is None:
                 out.add(nxt[0])
                 k += 1
-        elif _TEARDOWN.search(body):
+        elif _TEARDOWN.search(body) and parse_exception(body) is None:  # never an exception's own line
             out.add(n)
         k += 1
     return out
