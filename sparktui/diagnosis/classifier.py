@@ -30,7 +30,7 @@ from . import lineprefix
 from .catalogue import Catalogue, Entry, default_catalogue
 from .end_phase import default_end_phases
 from .exc_shapes import default_shapes, parse as parse_exception
-from .last_words import WINDOW
+from .last_words import IGNORED_HEAD, WINDOW
 from .milestones import MilestoneTracker, Rules, default_rules
 from .nccl_lines import parse_nccl_line, parse_watchdog_line
 from .nccl_ranks import RankTracker
@@ -217,6 +217,7 @@ class SourceScanner:
         self.tail: deque[tuple[int, str]] = deque(maxlen=TAIL_LINES)
         self.window: deque[tuple[int, str]] = deque(maxlen=WINDOW)  # last words (last_words.py)
         self._tb_warned = False  # the open traceback was printed under a WARNING logger line
+        self._tb_ignored = False  # ... or under Python's "Exception ignored in" notice
         self._tb: TracebackTracker | None = None
         self._active_ops_at: int | None = None  # "ACTIVE OPS" was the last line of a batch
         self.last_feed = time.monotonic()
@@ -437,6 +438,9 @@ class SourceScanner:
             # (``logger.warning(..., exc_info=True)``): at WARNING the exception was caught
             prev = lines[idx - 1] if idx > 0 else (self.tail[-1][1] if self.tail else "")
             self._tb_warned = lineprefix.split(lineprefix.clean(prev))[0].split("|")[1:2] in (["WARNING"], ["WARN"])
+            # ... or Python's own notice of an exception it ignored (in a destructor, an atexit
+            # handler, while the interpreter shut down): teardown, not what ended the process
+            self._tb_ignored = IGNORED_HEAD.match(lineprefix.split(lineprefix.clean(prev))[1].strip()) is not None
             end = self._run_tb(lines, idx + 1, base, out)
             if end >= n:
                 return n - 1
@@ -645,6 +649,8 @@ class SourceScanner:
                 entry = self.cat["unhandled_exception"]
                 if self._tb_warned:  # caught and logged as a warning: reported, not what failed
                     entry = replace(entry, severity="warning", title=f"{entry.title} (logged as a warning)")
+                elif self._tb_ignored:  # Python ignored it while tearing the process down
+                    entry = replace(entry, severity="info", title=f"{entry.title} (ignored during teardown)")
         # the root of the chain (by its shape, or an earlier link the catalogue knows) that the
         # chosen entry lists as a cause is raised too: ranking then puts it first
         roots = [m for m in matches if m.id in entry.caused_by]
@@ -763,7 +769,11 @@ class SourceScanner:
                 break
         out.extend(self.hang_cause())  # the specific cause first, then the hang it explains
         phase = self.milestones.open_phase()
-        if phase is not None and (phase[0] or 0) > last_error:
+        # the last line inside a phase of end_phases.toml that names its own finding (the rendezvous
+        # of distributed init) says more than the open milestone phase around it: that one alone
+        ends = default_end_phases().ends_in(list(self.tail))
+        named_end = ends is not None and ends[1].finding != "suspected_hang" and ends[0] > last_error
+        if phase is not None and (phase[0] or 0) > last_error and not (named_end and ends[0] >= (phase[0] or 0)):
             f = self.raise_derived(
                 "suspected_hang", phase[0], [f"log ends during {phase[1]}"] + tail,
                 title=f"Log ends during {phase[1]} (suspected hang)",

@@ -31,7 +31,8 @@ from .catalogue import Catalogue, default_catalogue
 from .classifier import SourceScanner
 from .end_phase import default_end_phases
 from .exc_shapes import default_shapes
-from .last_words import ENGINES, INIT_FACT_IDS, component, facts, failure, shutdown_before, silent_facts
+from .last_words import (ENGINES, INIT_FACT_IDS, component, earlier_failure, facts, failure, shutdown_before,
+                         silent_facts)
 from .milestones import Rules
 from .nccl_ranks import Behind, absent_ranks, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host, versions_differ
 from .ranking import GENERIC_IDS, rank_findings
@@ -44,6 +45,10 @@ SERVING_MILESTONES = frozenset({"api_ready", "first_prompt"})
 # and "rank=R ... world_size=W" in the other order): world size and rank
 _RDZV_RANK = re.compile(r"\bworld_size=(?P<w>\d+),? rank=(?P<r>\d+)\b|\brank=(?P<r2>\d+),? world_size=(?P<w2>\d+)\b")
 
+
+# classes exc_shapes.parse gives lines that are no Python exception: a C++ exception's what(), an
+# engine's own error line, a Rust/Go panic
+NOT_PYTHON = frozenset({"what()", "EngineError", "panic"})
 
 # the phase name of NCCL's communicator init (end_phases.toml's nccl_init text)
 NCCL_SETUP_PHASE = "NCCL communicator setup"
@@ -335,6 +340,45 @@ class Diagnoser:
         out = self._dead_or_unrecognised()
         if not out and not any(f.severity != "info" for f in every):
             out = self._silent_facts()
+        if not out and not any(f.severity != "info" for f in every):
+            out = self._earlier_failures()
+        return out
+
+    def _earlier_failures(self) -> list[Finding]:
+        """Nothing spoke about any source, and no failure is among its last words, but an earlier
+        part of its log failed (an exception, an ERROR line, a death) and the log went on with lines
+        that show none: a warning (the program may have recovered; it may also have ended there and
+        printed more), named by the exception's shape when it has one."""
+        ents = self.catalogue.entries
+        out: list[Finding] = []
+        for sc in self.scanners.values():
+            if any(m.id in SERVING_MILESTONES for m in sc.milestones.reached.values()):
+                continue  # a server that was up and went on past an error (a request's) is no failing run
+            window = list(sc.window)
+            lw = earlier_failure(window)
+            if lw is None:
+                continue
+            after = sum(1 for n, t in window if n > lw.line and t.strip())
+            fid = default_shapes().classify(lw.exc_class, lw.message) if lw.exc_class else None
+            if fid is not None and fid in ents:
+                f = sc.raise_derived(fid, lw.line, [f"an earlier failure ({lw.kind}), {after} line(s) before the log "
+                                                    f"ends: {lw.text}"], severity="warning")
+            else:
+                what = f"{lw.exc_class}: {lw.message}" if lw.exc_class else lw.message
+                comp = component(lw, window)
+                python = lw.kind == "exception" and lw.exc_class not in NOT_PYTHON and "unhandled_exception" in ents
+                title = (f"An earlier {'exception' if python else 'failure'}{' in ' + comp if comp else ''}, "
+                         f"the log went on: {what}")
+                if len(title) > 160:
+                    title = title[:159] + "…"
+                f = sc.raise_derived(
+                    "unhandled_exception" if python else "unrecognised_failure", lw.line,
+                    [f"earlier failure ({lw.kind}), {after} line(s) before the log ends: {lw.text}",
+                     f"exception: {lw.exc_class or 'none'}; phase: {self._phase(sc, lw.line) or 'unknown'}; "
+                     f"component: {comp or 'unknown'}"],
+                    title=title, severity="warning")
+            if f:
+                out.append(f)
         return out
 
     def _silent_facts(self) -> list[Finding]:
@@ -418,13 +462,19 @@ class Diagnoser:
                 if f:
                     out.append(f)
                 continue
-            title = f"Unrecognised failure{' in ' + comp if comp else ''}: {what}"
+            # a Python exception's own line ("pkg.Class: message", what Python prints last for an
+            # uncaught exception; its frames cut from the paste) is an unhandled exception, as its
+            # traceback would be; the other failure shapes (an error line, a death, an exit, a C++
+            # what(), an engine's [E] line, a panic) are reported as an unrecognised failure
+            python = lw.kind == "exception" and lw.exc_class not in NOT_PYTHON and "unhandled_exception" in ents
+            fid = "unhandled_exception" if python else "unrecognised_failure"
+            title = f"{'Unhandled exception' if python else 'Unrecognised failure'}{' in ' + comp if comp else ''}: {what}"
             if len(title) > 160:
                 title = title[:159] + "…"
             ev = [f"last words ({lw.kind}): {lw.text}",
                   f"exception: {lw.exc_class or 'none'}; phase: {phase or 'unknown'}; component: {comp or 'unknown'}"]
             ev += [f"{n}: {t}" for n, t in window[-5:]]
-            f = sc.raise_derived("unrecognised_failure", lw.line, ev, title=title)
+            f = sc.raise_derived(fid, lw.line, ev, title=title)
             if f:
                 out.append(f)
         return out

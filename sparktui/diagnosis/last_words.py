@@ -74,6 +74,19 @@ _LEVEL_WORD = re.compile(
     r"|\bAssertion\b.{0,200}\bfailed\b|\bGGML_ASSERT\b|^Assertion failed"
     # a shell's or the kernel's refusal to start a program ("exec /bin/sh: exec format error")
     r"|^[\w./ -]{1,120}: (?:exec format error|command not found|Permission denied|cannot execute binary file)"
+    # the lowercase level of command-line tools (git's "fatal: ...", pip's and setuptools' "error: ...")
+    r"|^(?P<lvl2>error|fatal):\s"
+    # the Docker CLI relaying the daemon's refusal ("docker: Error response from daemon: ...")
+    r"|^(?:[\w.-]{1,40}: )?Error response from daemon:?\s*"
+)
+# a build toolchain's own failure lines, read whole (the file and the tool are the message): CMake,
+# a C/C++/CUDA compiler ("x.cpp:12:5: error:", nvcc's "x.cu(12): error:"), ninja and make giving up
+_TOOLCHAIN = re.compile(
+    r"^CMake Error\b"
+    r"|^\S+\.(?:c|cc|cpp|cxx|cu|cuh|h|hh|hpp|hxx)(?::\d+){1,2}: (?:fatal )?error: "
+    r"|^\S+\.(?:c|cc|cpp|cxx|cu|cuh|h|hpp)\(\d+\): (?:catastrophic )?error: "
+    r"|^ninja: build stopped\b|^ninja: error: |^FAILED: \S"
+    r"|^g?make(?:\[\d+\])?: \*\*\* .{0,300}\bError \d+"
 )
 # structured loggers: JSON ("level":"error") and logfmt (level=error)
 _STRUCTURED = re.compile(r'(?i)"(?:level|severity|lvl)"\s*:\s*"(?:error|err|fatal|critical|panic)"|\blevel=(?:error|fatal|panic)\b')
@@ -176,18 +189,67 @@ def read_line(level: str, body: str) -> tuple[str, str, str] | None:
     g = _ERROR_MARK.search(body)
     if level in _BAD_LEVELS or g is not None or _STRUCTURED.search(body):
         return "error line", "", body
+    if _TOOLCHAIN.match(body):
+        return "error line", "", body
     w = _LEVEL_WORD.match(body)
     if w is not None:
         return "error line", "", body[w.end():].strip() or body
     return None
 
 
+# what a process prints while it is torn down, after whatever ended it: Python's warnings (the
+# "file.py:N: XWarning: ..." line, then the source line it quotes), the multiprocessing resource
+# tracker's leak notice, torch's process-group destructor warning, an NCCL communicator destroyed or
+# aborted, an ASGI server's shutdown lines, the interpreter's "sys:1: ResourceWarning"
+_PYWARN = re.compile(r"^(?:[\w./\\:-]+\.py:\d+: |sys:1: )(?:[A-Z]\w*)?Warning: ")
+_TEARDOWN = re.compile(
+    r"\bresource_tracker\b|\bleaked (?:shared_memory|semaphore) objects?\b"
+    r"|\bprocess group has NOT been destroyed\b|^destroy_process_group\b"  # (and its wrapped line)
+    r"|\b(?:Destroy|Abort) COMPLETE\b"
+    r"|^(?:Waiting for application shutdown|Application shutdown complete|Finished server process)\b"
+)
+# a block Python prints for an exception it could not raise: in a destructor or an atexit handler,
+# while the interpreter shuts down; its traceback is not how the process ended
+IGNORED_HEAD = re.compile(r"^(?:Exception ignored in\b|Error in atexit\._run_exitfuncs:)")
+
+
+def teardown(lines: list[tuple[int, str, str, str]]) -> set[int]:
+    """Line numbers of teardown noise among ``lines`` (_nonblank's rows): lines printed while the
+    process was shut down, which say nothing about why; an ignored exception's whole block."""
+    out: set[int] = set()
+    k = 0
+    while k < len(lines):
+        n, _t, _, body = lines[k]
+        if IGNORED_HEAD.match(body):
+            end = next((j for j in range(k + 1, min(len(lines), k + 80))
+                        if parse_exception(lines[j][3]) is not None), k)
+            out.update(x[0] for x in lines[k:end + 1])
+            k = end + 1
+            continue
+        if _PYWARN.match(body):
+            out.add(n)
+            # the warning's quoted source line follows it, indented ("  warnings.warn(...)")
+            nxt = lines[k + 1] if k + 1 < len(lines) else None
+            if nxt is not None and (nxt[1][:1] in (" ", "\t") or nxt[3].startswith("warnings.warn(")) \
+                    and not _TRACEBACK.search(nxt[3]) and parse_exception(nxt[3]) is None:
+                out.add(nxt[0])
+                k += 1
+        elif _TEARDOWN.search(body) and parse_exception(body) is None:  # never an exception's own line
+            out.add(n)
+        k += 1
+    return out
+
+
 def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
     """The failure among the last ``LAST`` non-blank lines of ``window`` (nearest the end first
     for deaths and exits, which are what ended the process; the earliest exception of those lines
     otherwise: its message is the cause, what follows it is the teardown), or None.  A death or an
-    error after a shutdown request is no failure."""
+    error after a shutdown request is no failure.  Teardown noise (``teardown``) does not count
+    among those lines: what ended the process came before it."""
     lines = _nonblank(window)
+    noise = teardown(lines)
+    if noise:
+        lines = [x for x in lines if x[0] not in noise]
     last = _before_native_stack(lines)[-LAST:]
     handled = _handled_tracebacks(lines)
     found: LastWords | None = None
@@ -214,6 +276,28 @@ def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
         return None
     if found.kind == "exception" and found.message.endswith("{"):
         found = _json_record(found, lines)
+    return found
+
+
+def earlier_failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
+    """A failure shape anywhere in the window, not only among the last words (the log went on after
+    it with lines that show no failure), the one nearest the end; None when there is none or a
+    shutdown was requested before it.  Teardown noise and tracebacks a logger printed at WARNING and
+    recovered from are skipped as in ``failure``.  An error line counts only when the program's own
+    logger printed it at an error level: a library's inline complaint (a C library's "file.c:N TAG
+    ERROR", a probe) that the program went on past is the library's, not a failure of the run.  For
+    a log nothing else spoke about: a warning."""
+    lines = _nonblank(window)
+    noise = teardown(lines) | _handled_tracebacks(lines)
+    found: LastWords | None = None
+    for n, t, level, body in lines:
+        if n in noise:
+            continue
+        got = read_line(level, body)
+        if got is not None and (got[0] != "error line" or level in _BAD_LEVELS):
+            found = LastWords(n, t.strip(), *got)
+    if found is None or shutdown_before(window, found.line) is not None:
+        return None
     return found
 
 
@@ -341,8 +425,11 @@ _ERRNO: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # nothing listens at the rendezvous address (yet, or at all): the master is not up or the port is wrong
     (_errno("ECONNREFUSED", "111", "Connection refused"),
      "rendezvous_timeout", "ECONNREFUSED: nothing listens at the rendezvous address"),
-    (_errno("E(?:HOST|NET)UNREACH", "11[03]", "No route to host|Network is unreachable"),
-     "wrong_network_interface", "EHOSTUNREACH/ENETUNREACH: no route to the peer"),
+    # EHOSTUNREACH is 113 and ENETUNREACH 101 (Linux); 110 is ETIMEDOUT, a peer that never answered
+    (_errno("EHOSTUNREACH", "113", "No route to host"),
+     "wrong_network_interface", "EHOSTUNREACH: no route to the peer host"),
+    (_errno("ENETUNREACH", "101", "Network is unreachable"),
+     "wrong_network_interface", "ENETUNREACH: no route to the peer's network"),
     (_errno("ETIMEDOUT", "110", "Connection timed out"), "rendezvous_timeout", "ETIMEDOUT: the peer never answered"),
     # getaddrinfo's own failures (EAI_NONAME -2, EAI_AGAIN -3, EAI_NODATA -5): the rendezvous host
     # name (MASTER_ADDR, the head's address) resolves to nothing here, so this rank cannot join
@@ -374,6 +461,17 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"(?i)(?:/dev/shm\b.*(?:No space left|posix_fallocate|ftruncate|too small|failed)"
                 r"|posix_fallocate.*(?:failed|No space left|\b28\b)|No space left on device.*\bshm\b)"),
      "nccl_shm_error", "shared memory (/dev/shm) ran out"),
+    # the CUDA driver's multicast calls (NCCL's NVLS setup) failing, whoever reports them
+    (re.compile(r"\bcuMulticast\w+\b[^\n]{0,120}\b(?i:fail\w*|error|not supported|invalid|not permitted)"
+                r"|(?i:fail\w*|error)\b[^\n]{0,80}\bcuMulticast\w+"),
+     "nvls_multicast_failed", "a CUDA multicast call (NVLS) failed"),
+    # a process killed by SIGBUS: a shared-memory mapping it touched could not be backed (/dev/shm,
+    # 64 MiB in a container by default, ran out); NCCL's own segments name nccl_shm_error instead
+    # (the death itself: the shell's "Bus error", Python's fatal handler, a signal report; not a list of
+    # what might have killed something)
+    (re.compile(r"(?i)(?:^|\bFatal Python error: |\bkilled by signal:? |\*\*\* )(?:Bus error|SIGBUS)\b"
+                r"|\bBus error \(core dumped\)|\bSIGBUS received\b|\bsignal 7 \(SIGBUS\)"),
+     "shm_too_small", "a process died of SIGBUS (a shared-memory mapping that /dev/shm could not back)"),
     # the dynamic loader: a binary built against another torch/CUDA/Python (an ABI mismatch)
     # (macOS's dyld says "Symbol not found:" / "Library not loaded:")
     (re.compile(r"\bundefined symbol: \S+|\bsymbol lookup error\b|\bGLIBC(?:XX)?_[\d.]+' not found"
@@ -471,6 +569,32 @@ def cma_broken(window: Sequence[tuple[int, str]]) -> tuple[int, str] | None:
     return None
 
 
+_CONNECT = re.compile(r"(?i)\bconnect")
+# the errnos of a connect to a peer that is not there (refused, unreachable, timed out, a name that
+# does not resolve); an address family the host lacks (EAFNOSUPPORT) is torch probing IPv6 before it
+# falls back to IPv4, and a bind's EADDRINUSE/EADDRNOTAVAIL is no connect
+_CONNECT_ERRNOS = ("ECONNREFUSED", "EHOSTUNREACH", "ENETUNREACH", "ETIMEDOUT", "the rendezvous host name")
+
+
+def retrying_connect(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tuple[int, str, str, str] | None:
+    """(line, id, why, text) when the log stops while a socket connect is being retried: its last
+    non-blank line is a connect that failed with an errno, at whatever level (a connect that will be
+    retried is logged as a warning; several ranks print the same line).  The errno names the cause
+    (ECONNREFUSED: nothing listens there; EHOSTUNREACH: no route; ...); the log stopping there says
+    the connect never succeeded."""
+    rows = _nonblank(window)
+    if not rows:
+        return None
+    n, t, _, body = rows[-1]
+    if not _CONNECT.search(body) or not _NET_CONTEXT.search(body):
+        return None
+    ids = set(known)
+    for rx, fid, why in _ERRNO:
+        if fid in ids and why.startswith(_CONNECT_ERRNOS) and rx.search(body):
+            return n, fid, f"{why} (the log stops while the connect is retried)", t.strip()
+    return None
+
+
 def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tuple[int, str, str, str, str] | None:
     """For a log that nothing else spoke about (no failure shape, no finding): (line, id, why, text,
     severity) of a fact that names a cause by itself.  The kernel's impossible CMA numbers (an
@@ -483,6 +607,9 @@ def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tup
     if cma is not None:
         return cma[0], "gb10_kernel_unsupported", cma[1], dict(window).get(cma[0], "").strip(), "error"
     got = facts([x for x in window if x[0] in last], ids, terminal=True)
+    if got is not None:
+        return (*got, "warning")
+    got = retrying_connect(window, ids)
     if got is not None:
         return (*got, "warning")
     got = facts(window, QUIET_FACT_IDS & ids, quiet=True)

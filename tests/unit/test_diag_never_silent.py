@@ -332,3 +332,294 @@ def test_nvml_not_supported_for_another_query_is_not_the_memory_limit():
 ])
 def test_kubernetes_oom_kills_are_host_oom(lines, fid):
     assert _named(lines) == ([fid] if fid else [])
+
+
+# ----------------------------------------------------------------------------- errno numbers (issue 31 item 6)
+
+@pytest.mark.parametrize("line, fid", [
+    # Linux errno numbers: EHOSTUNREACH 113, ENETUNREACH 101 (no route: the wrong interface or subnet)
+    ("RuntimeError: [c10d] connect to 10.1.0.2:29500 failed: errno: 113 - No route to host", "wrong_network_interface"),
+    ("OSError: [Errno 101] Network is unreachable while connecting the TCPStore socket", "wrong_network_interface"),
+    # 110 is ETIMEDOUT: the peer never answered, never a wrong interface
+    ("RuntimeError: [c10d] socket connect to 10.1.0.2:29500 failed: errno: 110", "rendezvous_timeout"),
+    ("torch.distributed.DistStoreError: TCPStore connect failed [Errno 110]", "rendezvous_timeout"),
+])
+def test_errno_numbers_name_their_own_cause(line, fid):
+    assert fact_of(line) == fid
+
+
+def test_an_errno_outside_any_socket_call_names_no_network_cause():
+    # the same numbers in a line that is no socket/rendezvous call (a file read) are no network fact
+    assert fact_of("OSError: [Errno 110] reading /data/shard-00113.bin took too long") is None
+
+
+# ----------------------------------------------------------------------------- a log stopping in distributed init (item 5)
+
+SGLANG_START = [
+    "[2025-01-10 10:00:00 TP0] Attention backend not set. Use flashinfer backend by default.",
+    "[2025-01-10 10:00:01 TP0] Init torch distributed begin.",
+]
+
+
+@pytest.mark.parametrize("last", [
+    SGLANG_START[-1],
+    "I0101 10:00:00.000000 1234 torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py:100] "
+    "Connecting to the c10d store at 10.0.0.1:29400",
+    "[2024-03-01 10:00:00,000] [INFO] [comm.py:637:init_distributed] Initializing TorchBackend in DeepSpeed with "
+    "backend nccl",
+])
+def test_a_log_stopping_where_distributed_init_begins_is_attributed_to_the_rendezvous(last):
+    got = [(f.id, f.severity) for f in diagnose_lines(["INFO starting the job", last]) if f.severity != "info"]
+    assert got == [("rendezvous_timeout", "warning")]
+
+
+def test_a_log_that_goes_on_past_distributed_init_names_nothing():
+    lines = [*SGLANG_START, "[2025-01-10 10:00:03 TP0] Init torch distributed ends. mem usage=0.41 GB",
+             "[2025-01-10 10:00:04 TP0] Load weight begin. avail mem=78.50 GB",
+             "[2025-01-10 10:00:09 TP0] Load weight end. elapsed=5.02 s, type=LlamaForCausalLM, dtype=torch.bfloat16, "
+             "avail mem=62.10 GB, mem usage=16.40 GB."]
+    assert _named(lines) == []
+
+
+# ----------------------------------------------------------------------------- teardown noise after the last words (item 1)
+
+FAILED_RUN = ["INFO 01-10 10:00:00 [worker.py:10] loading the model",
+              "Traceback (most recent call last):",
+              '  File "/app/train.py", line 3, in <module>',
+              "    main()",
+              "RuntimeError: the step function found a tensor of the wrong rank"]
+TEARDOWN = [
+    *["[rank0]:[W515 07:06:42.829549331 ProcessGroupNCCL.cpp:1117] WARNING: process group has NOT been destroyed "
+      "before it is being destructed. On normal program exit, the application should call "
+      "destroy_process_group to ensure that any pending NCCL data transfers have finished in this process."] * 4,
+    "/usr/lib/python3.12/multiprocessing/resource_tracker.py:254: UserWarning: resource_tracker: There appear to be "
+    "2 leaked semaphore objects to clean up at shutdown",
+    "  warnings.warn('resource_tracker: There appear to be %d '",
+    "Exception ignored in: <function Pool.__del__ at 0x7f3a2c1d0>",
+    "Traceback (most recent call last):",
+    '  File "/usr/lib/python3.12/multiprocessing/pool.py", line 268, in __del__',
+    "ValueError: I/O operation on closed file",
+    "INFO:     Application shutdown complete.",
+    "INFO:     Finished server process [12]",
+]
+
+
+def test_teardown_noise_after_the_failure_does_not_hide_its_last_words():
+    got = failure(_window(FAILED_RUN + TEARDOWN))
+    assert got is not None and got.exc_class == "RuntimeError" and "wrong rank" in got.message
+
+
+def test_teardown_noise_alone_is_no_failure():
+    # a run that finished and printed the same shutdown noise (an exception ignored in a destructor)
+    assert failure(_window(["INFO 01-10 10:00:00 [worker.py:10] training finished", *TEARDOWN])) is None
+    assert _named(["INFO 01-10 10:00:00 [worker.py:10] training finished", *TEARDOWN]) == []
+
+
+# ----------------------------------------------------------------------------- command-line tools' failure lines (item 2)
+
+@pytest.mark.parametrize("line, failing", [
+    # lowercase levels of command-line tools (git, pip/setuptools)
+    ("fatal: unable to access 'https://github.com/org/repo.git/': Could not resolve host: github.com", True),
+    ("error: subprocess-exited-with-error", True),
+    # the Docker CLI relaying the daemon's refusal
+    ('docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].', True),
+    # a build toolchain giving up
+    ("CMake Error at CMakeLists.txt:44 (find_package):", True),
+    ("/src/csrc/attention.cu(118): error: identifier \"__nv_bfloat162\" is undefined", True),
+    ("/src/csrc/ops.cpp:12:10: fatal error: cuda_runtime.h: No such file or directory", True),
+    ("ninja: build stopped: subcommand failed.", True),
+    ("make[2]: *** [CMakeFiles/_C.dir/build.make:76: CMakeFiles/_C.dir/csrc/cache.cu.o] Error 1", True),
+    # prose and the tools' own benign lines
+    ("error handling in the scheduler was reworked", False),
+    ("errors: 0, warnings: 2", False),
+    ("make: Nothing to be done for 'all'.", False),
+    ("-- Build files have been written to: /src/build", False),
+    ("[100%] Built target _C", False),
+])
+def test_command_line_tools_failure_lines_are_failure_shapes(line, failing):
+    assert (failure([(1, "INFO building"), (2, line)]) is not None) is failing
+
+
+@pytest.mark.parametrize("lines", [
+    ["-- The CUDA compiler identification is NVIDIA 12.8.93",
+     "/src/csrc/attention.cu(118): error: identifier \"__nv_bfloat162\" is undefined",
+     "1 error detected in the compilation of \"/src/csrc/attention.cu\".",
+     "ninja: build stopped: subcommand failed."],
+    ["Collecting vllm==0.99.0",
+     "ERROR: Could not find a version that satisfies the requirement vllm==0.99.0 (from versions: 0.9.1, 0.9.2)",
+     "ERROR: No matching distribution found for vllm==0.99.0"],
+])
+def test_a_toolchain_or_pip_failure_ending_the_log_is_a_broken_install(lines):
+    assert _named(lines) == ["broken_install"]
+
+
+def test_a_build_that_finished_names_nothing():
+    lines = ["-- Configuring done (4.1s)", "-- Generating done (0.1s)", "-- Build files have been written to: /src/build",
+             "[ 50%] Building CUDA object CMakeFiles/_C.dir/csrc/cache.cu.o", "[100%] Built target _C",
+             "Successfully installed vllm-0.9.2"]
+    assert _named(lines) == []
+
+
+# ----------------------------------------------------------------------------- causes by structure (item 7)
+
+def _tb(frame: str, code: str, exc: str) -> list[str]:
+    return ["Traceback (most recent call last):", f'  File "{frame}", line 10, in run', f"    {code}", exc]
+
+
+@pytest.mark.parametrize("lines, fid", [
+    # TensorRT's own error class for its engine deserializer
+    (["[I] Loading engine from /models/x.plan",
+      "[E] IRuntime::deserializeCudaEngine: Error Code 1: Serialization (Serialization assertion "
+      "plan->header.magicTag == rt::kPLAN_MAGIC_TAG failed.)"], "trt_engine_version_mismatch"),
+    # a name imported from transformers that the installed release lacks
+    (_tb("/app/model.py", "from transformers import Qwen9Config",
+         "ImportError: cannot import name 'Qwen9Config' from 'transformers' (/usr/lib/python3/dist-packages/"
+         "transformers/__init__.py)"), "transformers_version_mismatch"),
+    # SIGBUS in a DataLoader worker, and a bare "Bus error" death: /dev/shm ran out
+    (_tb("/app/train.py", "for batch in loader:",
+         "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Bus error. It is possible that "
+         "dataloader's workers are out of shared memory. Please try to raise your shared memory limit."),
+     "shm_too_small"),
+    (["INFO 01-10 10:00:00 [worker.py:10] loading the model", "Bus error (core dumped)"], "shm_too_small"),
+    # a KV cache allocation that failed, in words no pattern has
+    (_tb("/app/engine.py", "self.cache = allocate_cache(cfg)", "RuntimeError: failed to allocate KV cache: out of memory"),
+     "kv_cache_oom"),
+    # a Ray worker that could not register with its raylet
+    (["2025-01-10 10:00:00,000\tINFO worker.py:1000 -- Connecting to existing Ray cluster at address: 10.0.0.1:6379",
+      "IOError: [RayletClient] Unable to register worker with raylet. Failed to read data from the socket: End of file"],
+     "ray_worker_register_failed"),
+    # a socket timeout raised while connecting to the rendezvous store; torch's store network error
+    (_tb("/app/dist.py", "store = TCPStore(host, port, world_size, is_master, timeout)", "TimeoutError: timed out"),
+     "rendezvous_timeout"),
+    (["torch.distributed.DistNetworkError: Socket Timeout"], "rendezvous_timeout"),
+    # the CUDA multicast calls of NCCL's NVLS setup failing
+    (["node1:100:200 [0] NCCL INFO NVLS multicast support is available on dev 0",
+      "node1:100:200 [0] NCCL WARN Cuda failure 'operation not supported' cuMulticastCreate failed",
+      "RuntimeError: NCCL error: unhandled cuda error: cuMulticastCreate failed with 'operation not supported'"],
+     "nvls_multicast_failed"),
+])
+def test_causes_named_by_structure(lines, fid):
+    assert _named(lines)[0] == fid
+
+
+@pytest.mark.parametrize("lines, not_fid", [
+    (["[I] [TRT] Loaded engine size: 120 MiB", "[I] [TRT] Deserialization required 12345 microseconds."],
+     "trt_engine_version_mismatch"),
+    # SGLang skipping a model it cannot import, and going on (logged below error level)
+    (["[2026-04-09 20:05:20 TP0] Ignore import error when loading sglang.srt.models.x: cannot import name "
+      "'XConfig' from 'transformers' (/usr/lib/python3/dist-packages/transformers/__init__.py)",
+      "[2026-04-09 20:05:30 TP0] Load weight end. elapsed=5.02 s, type=LlamaForCausalLM, dtype=torch.bfloat16, "
+      "avail mem=62.10 GB, mem usage=16.40 GB."], "transformers_version_mismatch"),
+    # Ray listing what may have killed its raylet is no SIGBUS
+    (["2022-12-20 22:02:13,602\tERROR agent.py:217 -- Raylet is terminated. Termination is unexpected. Possible "
+      "reasons include: (1) SIGKILL by the user or system OOM killer, (2) Invalid memory access from Raylet causing "
+      "SIGSEGV or SIGBUS, (3) Other termination signals."], "shm_too_small"),
+    (["INFO 01-10 10:00:00 [gpu_worker.py:300] Available KV cache memory: 12.30 GiB",
+      "INFO 01-10 10:00:01 [kv_cache_utils.py:800] GPU KV cache size: 100,000 tokens"], "kv_cache_oom"),
+    # a timeout in a frame that talks to no rendezvous (an HTTP client)
+    (_tb("/app/client.py", "data = sock.recv(4096)", "TimeoutError: timed out"), "rendezvous_timeout"),
+    (["node1:100:200 [0] NCCL INFO NVLS multicast support is not available on dev 0"], "nvls_multicast_failed"),
+])
+def test_benign_counterparts_of_the_structural_causes_name_nothing_of_theirs(lines, not_fid):
+    assert not_fid not in [f.id for f in diagnose_lines(lines) if f.severity == "error"]
+
+
+# ----------------------------------------------------------------------------- a connect retried until the log stops (item 4)
+
+@pytest.mark.parametrize("last, fid", [
+    ("[W socket.cpp:558] [c10d] The client socket has failed to connect to [10.0.0.1]:29500 "
+     "(errno: 111 - Connection refused).", "rendezvous_timeout"),
+    ("[W socket.cpp:558] [c10d] The client socket has failed to connect to [10.0.0.1]:29500 "
+     "(errno: 113 - No route to host).", "wrong_network_interface"),
+    ("WARNING 01-10 10:00:00 [client.py:40] connect to 10.0.0.1:6379 failed: [Errno 110] Connection timed out; "
+     "retrying in 5 s", "rendezvous_timeout"),
+])
+def test_a_connect_retried_until_the_log_stops_is_a_warning_naming_its_errno(last, fid):
+    got = [f for f in diagnose_lines(["INFO 01-10 10:00:00 [worker.py:10] joining the group", last, last])
+           if f.severity != "info"]
+    assert [(f.id, f.severity) for f in got] == [(fid, "warning")]
+    assert "retried" in " ".join(got[0].evidence)
+
+
+def test_a_connect_retried_and_then_made_names_nothing():
+    lines = ["[W socket.cpp:558] [c10d] The client socket has failed to connect to [10.0.0.1]:29500 "
+             "(errno: 111 - Connection refused).",
+             "[I socket.cpp:800] [c10d] The client socket has connected to [10.0.0.1]:29500 on [10.0.0.2]:41234.",
+             "INFO 01-10 10:00:05 [parallel_state.py:1000] rank 0 in world size 2 is assigned as DP rank 0"]
+    assert _named(lines) == []
+
+
+def test_the_ipv6_probe_that_falls_back_to_ipv4_is_no_failed_connect():
+    # torch tries IPv6 first; on a host without it the socket cannot be created (EAFNOSUPPORT) and it
+    # goes on over IPv4: that warning ending an excerpt is no connect that failed
+    line = ("[W socket.cpp:558] [c10d] The client socket cannot be initialized to connect to [localhost]:29500 "
+            "(errno: 97 - Address family not supported by protocol).")
+    assert _named(["INFO starting", line, line]) == []
+
+
+# ----------------------------------------------------------------------------- an earlier failure, then the log went on (item 3)
+
+BENIGN_TAIL = [f"INFO 01-10 10:00:{k:02d} [monitor.py:50] heartbeat {k}: 0 running, 0 waiting" for k in range(14)]
+
+
+@pytest.mark.parametrize("failed", [
+    # an ERROR its own logger printed, far above the last words
+    ["ERROR 01-10 09:59:59 [loader.py:88] the shard index lists 12 files but 11 were found"],
+    # an exception line (its traceback cut off) that nothing recognises
+    ["SomeLibraryError: the plan could not be built", "INFO 01-10 09:59:59 [run.py:9] continuing"],
+    # a helper process's death
+    ["Segmentation fault (core dumped)"],
+])
+def test_an_earlier_failure_the_log_went_on_past_is_a_warning(failed):
+    got = [(f.id, f.severity) for f in diagnose_lines(["INFO 01-10 09:59:58 [run.py:1] starting", *failed, *BENIGN_TAIL])
+           if f.severity != "info"]
+    assert got and all(sev == "warning" for _, sev in got)
+    assert failure(_window(["INFO starting", *failed, *BENIGN_TAIL])) is None  # not the last words
+    assert last_words.earlier_failure(_window(["INFO starting", *failed, *BENIGN_TAIL])) is not None
+
+
+def test_a_librarys_inline_error_the_run_went_on_past_names_nothing():
+    # a C library's own "file.c:N TAG ERROR" (a transport probe), then the program's normal output
+    lines = ["[1566436851.063308] [gpu1:203583:0]    ucp_context.c:878  UCX  ERROR Exceeded transports/devices limit",
+             *BENIGN_TAIL]
+    assert _named(lines) == []
+
+
+def test_an_earlier_failure_before_the_server_came_up_names_nothing_more():
+    lines = ["ERROR 01-10 09:59:59 [loader.py:88] optional tokenizer file missing",
+             *BENIGN_TAIL, "INFO:     Application startup complete."]
+    assert all(f.severity != "error" for f in diagnose_lines(lines))
+    assert last_words.earlier_failure(_window(lines)) is not None  # the shape is there; the diagnoser
+    assert _named(lines) == []  # knows the service came up after it
+
+
+# ----------------------------------------------------------------------------- a bare Python exception (item 8)
+
+def test_a_bare_python_exception_ending_the_log_is_an_unhandled_exception():
+    got = [f for f in diagnose_lines(["INFO 01-10 10:00:00 [run.py:1] starting",
+                                      "somepkg.core.PlanBuilderError: the plan could not be built"])
+           if f.severity != "info"]
+    assert [(f.id, f.severity) for f in got] == [("unhandled_exception", "error")]
+    assert "somepkg.core.PlanBuilderError" in " ".join(got[0].evidence)
+
+
+@pytest.mark.parametrize("line", [
+    # a C++ exception, an engine's own [E] line, a panic: failures, but no Python exception
+    "  what():  the plan could not be built",
+    "thread 'main' panicked at src/plan.rs:10:5: the plan could not be built",
+])
+def test_failures_that_are_no_python_exception_stay_unrecognised(line):
+    assert _named(["INFO 01-10 10:00:00 [run.py:1] starting", line]) == ["unrecognised_failure"]
+
+
+def test_a_python_exception_logged_as_a_warning_and_recovered_from_is_no_failure():
+    assert _named(["WARNING 01-10 10:00:00 [run.py:1] retrying after somepkg.core.PlanBuilderError: busy",
+                   "INFO 01-10 10:00:01 [run.py:2] plan built"]) == []
+
+
+def test_an_error_while_serving_that_the_server_went_on_past_names_nothing():
+    lines = ["INFO:     Application startup complete.",
+             'INFO:     127.0.0.1:50312 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+             "ERROR 01-10 10:00:00 [serving_chat.py:200] Error in preprocessing prompt inputs",
+             *BENIGN_TAIL]
+    assert _named(lines) == []

@@ -309,11 +309,14 @@ def test_the_fast_path_never_hides_a_prefix_the_full_reading_finds(parts):
 
 def test_a_failure_nothing_recognises_is_reported_with_its_class():
     # a/spark_pennylanelightning_1357: the simulator's own exception class, its message on the next
-    # lines; no catalogue entry knows it (before issue 31 the log got no finding at all)
+    # lines; no catalogue entry knows it (before issue 31 the log got no finding at all).  A Python
+    # exception's line alone (its frames cut from the paste) is an uncaught exception, as its whole
+    # traceback would be: unhandled_exception (catalogue), with the class, phase and component
     dg = analyse(held_in("a/spark_pennylanelightning_1357_gb10_uma_cudamalloc_oom"))
     first = next(f for f in dg.findings if f.severity != "info")
-    assert first.id == "unrecognised_failure" and first.severity == "error"
+    assert first.id == "unhandled_exception" and first.severity == "error"
     assert "pennylane_lightning.lightning_gpu_ops.LightningException" in " ".join(first.evidence)
+    assert "phase:" in " ".join(first.evidence) and "component:" in " ".join(first.evidence)
 
 
 def test_unrecognised_failure_names_phase_and_component_and_ranks_below_a_recognised_cause():
@@ -383,8 +386,10 @@ def test_no_healthy_held_in_case_gets_an_unrecognised_failure():
 
     healthy = [c for c in load_cases(CORPUS) if c.part == "in" and c.expect == ["healthy"]]
     assert len(healthy) > 100
+    # nor the fallback for a Python exception (an unhandled exception at error level)
     fired = [c.name for c in healthy
-             if any(f.id == "unrecognised_failure" for f in analyse([str(p) for p in c.files]).findings)]
+             if any(f.id == "unrecognised_failure" or (f.id == "unhandled_exception" and f.severity == "error")
+                    for f in analyse([str(p) for p in c.files]).findings)]
     assert fired == []
 
 
