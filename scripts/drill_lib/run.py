@@ -399,6 +399,20 @@ async def _investigate(ctx: Ctx, fault_t: float) -> Outcome:
     return o
 
 
+def _sweep(bed: DrillBed) -> None:
+    """Before a drill: no container of an earlier drill on any node (named or labelled drill_*).  The
+    clean-up after each drill removes its own, yet once in a full run (node-unreachable, then
+    dockerd-restart) one was still on spark2 and its exit was raised, by the next drill's engine, as
+    that old cluster's half_cluster; a drill is judged on a bed that holds only its own cluster."""
+    for node in NODES:
+        r = bed.docker(node, "ps", "-a", "--format", '{{.ID}} {{.Names}} {{.Label "sparktui.cluster"}}')
+        ids = [f[0] for f in (ln.split() for ln in r.stdout.splitlines()) if len(f) >= 2
+               and any(x.startswith("drill_") for x in f[1:])] if r.returncode == 0 else []
+        if ids:
+            print(f"drill: removing {len(ids)} container(s) an earlier drill left on {node}", file=sys.stderr)
+            bed.docker(node, "rm", "-f", *ids)
+
+
 async def run_drill(bed: DrillBed, drill: Drill, workdir: Path, minutes: float | None = None) -> DrillResult:
     """One drill on ``bed`` (up already): its own cluster, the fault, every channel; always cleaned up."""
     from sparktui.collectors import make_sources
@@ -412,6 +426,7 @@ async def run_drill(bed: DrillBed, drill: Drill, workdir: Path, minutes: float |
     ctx = Ctx(bed, drill, workdir / f"{drill.name}.toml", name, free_port(),
               drill.minutes if minutes is None else minutes, master=free_port())
     ctx.rewrite()
+    _sweep(bed)
     config = load_config(ctx.cfg)
     engine = Engine(config, make_sources(config, {n.name: make_node(n) for n in config.nodes}),
                     processors=default_processors())
@@ -439,6 +454,9 @@ async def run_drill(bed: DrillBed, drill: Drill, workdir: Path, minutes: float |
             res.outcomes["investigate"] = await _investigate(ctx, fault_t)
         # judged last: a healthy drill's cry-wolf raised while status and investigate ran counts too
         res.outcomes["engine"] = evaluate(rec.samples, fault_t, drill.expected, drill.budget_s, rec.errors)
+        if os.environ.get("SPARKTUI_DRILL_TRACE"):  # what the engine ranked first, when (fault at 0 s)
+            for s in rec.samples:
+                print(f"  {drill.name}: {s.t - fault_t:+8.2f} s  first {s.id} ({s.severity}): {s.title}", file=sys.stderr)
     except DrillError as exc:
         res.error = str(exc)
     except Exception as exc:  # a drill's crash is its result, in one line; the others still run

@@ -9,6 +9,11 @@ A container that ended on its own (an exit code below 128: the process raised or
 in its last lines, and Docker's "die" event can beat those lines here: its half_cluster waits for an
 error finding from that container's log, at most ``HOLD_S``, so the cause is on screen before (and ranked
 above) its consequence.  A rank killed by a signal (137, 143) left no words: it is raised at once.
+
+The head's engine dying while every container still runs is half too (as `status` says), held
+``HOLD_S`` as well: the drill wrong-gloo-interface saw the head's engine_dead before the rank's own
+words named the interface, and half_cluster ranked first.  At the end of the hold the cluster is
+assessed again: a launch that has removed its containers meanwhile is not half.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ class ClusterWatch:
         self.raised: set[tuple[str, str]] = set()
         self.held: dict[tuple[str, str], float] = {}  # (cluster, launch) -> raise by this time at the latest
         self.erred: set[str] = set()  # "node/container" sources whose log raised an error finding
+        self.dead_heads: dict[tuple[str, str], tuple[float, object]] = {}  # key -> (raise at, engine_dead)
 
     def feed(self, event) -> Iterable:
         if isinstance(event, ContainersSnapshot):
@@ -44,13 +50,14 @@ class ClusterWatch:
         elif isinstance(event, FindingRaised):
             if event.finding.severity == "error":
                 self.erred.add(event.finding.source)
-            return [*self._engine_dead(event), *(self._check(event.ts) if self.held else ())]
+            self._engine_dead(event)
+            return [*self._release_dead_heads(event.ts), *(self._check(event.ts) if self.held else ())]
         else:
             return ()
-        return self._check(event.ts)
+        return [*self._release_dead_heads(event.ts), *self._check(event.ts)]
 
     def tick(self, now: float) -> list:
-        return self._check(now) if self.held else []
+        return [*self._release_dead_heads(now), *(self._check(now) if self.held else ())]
 
     def _waiting_for_words(self, lc: LiveCluster, key: tuple[str, str], ts: float) -> bool:
         """Hold the raise while a container that ended on its own has not yet said why (see the top)."""
@@ -83,23 +90,35 @@ class ClusterWatch:
             out += [FindingRaised(f, ts=ts) for f in _died(lc)]
         return out
 
-    def _engine_dead(self, event: FindingRaised) -> list:
-        """The head's engine died while every container still runs: half too (as `status` says)."""
+    def _engine_dead(self, event: FindingRaised) -> None:
+        """The head's engine died while every container still runs: half, once the hold is over."""
         f = event.finding
         if f.id != "engine_dead" or "/" not in f.source:
-            return []
+            return
         node, _, name = f.source.partition("/")
         for lc in live_clusters({n: cs.values() for n, cs in self.containers.items()}):
             key = (lc.name, lc.launch)
             if key in self.raised or lc.assessment.state != "running":
                 continue
-            if not any(c.node == node and c.name == name for c in lc.members):
+            if any(c.node == node and c.name == name for c in lc.members):
+                self.dead_heads.setdefault(key, (event.ts + HOLD_S, f))
+
+    def _release_dead_heads(self, ts: float) -> list:
+        out: list = []
+        for key, (until, f) in list(self.dead_heads.items()):
+            if ts < until:
                 continue
-            a = head_engine_dead(lc.assessment, lc.name, [f])
-            if a.state == "half":
-                self.raised.add(key)
-                return [FindingRaised(x, ts=event.ts) for x in a.findings if x.id == "half_cluster"]
-        return []
+            del self.dead_heads[key]
+            if key in self.raised:
+                continue  # a container's exit said it meanwhile
+            for lc in live_clusters({n: cs.values() for n, cs in self.containers.items()}):
+                if (lc.name, lc.launch) != key or lc.assessment.state != "running":
+                    continue  # gone or removed meanwhile: the exit path speaks for it, or nothing is left
+                a = head_engine_dead(lc.assessment, lc.name, [f])
+                if a.state == "half":
+                    self.raised.add(key)
+                    out += [FindingRaised(x, ts=ts) for x in a.findings if x.id == "half_cluster"]
+        return out
 
 
 def _died(lc: LiveCluster) -> list:

@@ -140,3 +140,41 @@ def test_a_silent_own_exit_is_raised_after_the_hold_and_a_kill_at_once():
     list(killed.feed(ContainersSnapshot("spark2", (info("spark2", 1, launch="L2"),), ts=t0)))
     now = killed.feed(ContainerChanged("spark2", info("spark2", 1, ContainerState.EXITED, 137, launch="L2"), ts=t0 + 1))
     assert {e.finding.id for e in now} == {"half_cluster", "worker_died"}
+
+
+def _engine_dead(ts: float):
+    from sparktui.diagnosis.cluster import catalogued_finding
+    from sparktui.model import FindingRaised
+
+    f = catalogued_finding("engine_dead", "EngineCore died", node="spark1")
+    return FindingRaised(type(f)(**{**{k: getattr(f, k) for k in f.__dataclass_fields__}, "source": "spark1/tiny_vllm"}),
+                         ts=ts)
+
+
+def test_a_dead_engine_while_every_container_runs_is_half_after_the_hold_so_its_cause_can_come_first():
+    """The drill wrong-gloo-interface: the head's engine_dead came before the rank's own words named
+    the interface, and half_cluster was ranked first.  It is held as an own exit is; a cluster whose
+    launch removed its containers meanwhile is not called half at all."""
+    import time
+
+    from sparktui.diagnosis import cluster_watch
+
+    t0 = time.time()
+    watch = ClusterWatch()
+    list(watch.feed(ContainersSnapshot("spark1", (info("spark1", 0),), ts=t0)))
+    list(watch.feed(ContainersSnapshot("spark2", (info("spark2", 1),), ts=t0)))
+    assert list(watch.feed(_engine_dead(t0 + 1))) == []
+    assert watch.tick(t0 + 2) == []
+    late = watch.tick(t0 + 1 + cluster_watch.HOLD_S)
+    assert [e.finding.id for e in late] == ["half_cluster"]
+    assert "engine is dead while" in late[0].finding.title
+    assert watch.tick(t0 + 20) == []  # said once
+
+    gone = ClusterWatch()  # the failed launch removed its containers within the hold: nothing to say
+    list(gone.feed(ContainersSnapshot("spark1", (info("spark1", 0, launch="L3"),), ts=t0)))
+    list(gone.feed(ContainersSnapshot("spark2", (info("spark2", 1, launch="L3"),), ts=t0)))
+    list(gone.feed(_engine_dead(t0 + 1)))
+    list(gone.feed(ContainersSnapshot("spark1", (), ts=t0 + 2)))
+    list(gone.feed(ContainersSnapshot("spark2", (), ts=t0 + 2)))
+    said = [e.finding.title for e in gone.tick(t0 + 1 + cluster_watch.HOLD_S)]
+    assert not any("engine is dead while" in t for t in said), said
