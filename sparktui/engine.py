@@ -67,6 +67,7 @@ class Engine:
         self.config = config
         self.sources = list(sources)
         self.processors = list(processors)
+        self._scope(self.processors)
         self.session = session
         self.logs = log_store or LogStore()
         self.state = ClusterState.initial([n.name for n in config.nodes])
@@ -350,6 +351,12 @@ class Engine:
         for src in self.sources:
             self._tasks.append(asyncio.create_task(self._run_source(src), name=f"source-{src.node_name}"))
 
+    def _scope(self, processors: list) -> list:
+        """The processors that judge a cluster judge the config's (as `status` does)."""
+        from .engine_worker import scope_processors
+
+        return scope_processors(processors, self.config.cluster.name)
+
     def _start_worker(self) -> None:
         worker = AnalysisWorker(on_derived=lambda evs: self.emit(_Analysed(tuple(evs))),
                                 on_unsaved=lambda node, source, n, skipped: self.emit(_Unsaved(node, source, n, skipped)),
@@ -357,7 +364,7 @@ class Engine:
         try:
             worker.start(self.session.path if self.session is not None else None,
                          self.session.max_log_bytes if self.session is not None else 0,
-                         self.processor_factory, self.tick_interval)
+                         self.processor_factory, self.tick_interval, self.config.cluster.name)
         except OSError as exc:
             log.warning("analysis worker did not start (%s): analysing here", exc)
             return
@@ -371,7 +378,7 @@ class Engine:
         if not self.processors and self.processor_factory:
             from .engine_worker import load_factory
 
-            self.processors = load_factory(self.processor_factory)()
+            self.processors = self._scope(load_factory(self.processor_factory)())
         if self._loop is not None and self.started:
             self._tasks.append(self._loop.create_task(self._ticker(), name="engine-ticker"))
         log.warning("analysis worker gone (%s): analysing in this process", why)

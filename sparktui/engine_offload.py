@@ -42,7 +42,8 @@ class AnalysisWorker:
     def alive(self) -> bool:
         return self.proc is not None and not self._dead
 
-    def start(self, session_path: Path | None, max_log_bytes: int, factory: str | None, tick_interval: float) -> None:
+    def start(self, session_path: Path | None, max_log_bytes: int, factory: str | None, tick_interval: float,
+              cluster: str | None = None) -> None:
         # its stderr (a traceback if it dies) sits with the session, owner-only like the rest
         errors = open_private(session_path / "worker.log", "ab") if session_path else subprocess.DEVNULL
         try:
@@ -53,7 +54,8 @@ class AnalysisWorker:
         finally:
             if errors is not subprocess.DEVNULL:
                 errors.close()
-        self._send_now(("init", str(session_path) if session_path else None, max_log_bytes, factory, tick_interval))
+        self._send_now(("init", str(session_path) if session_path else None, max_log_bytes, factory, tick_interval,
+                        cluster))
         for target, name in ((self._sender, "engine-worker-send"), (self._reader, "engine-worker-read")):
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()

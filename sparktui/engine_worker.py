@@ -7,7 +7,7 @@ thread 93 % busy, the follower starved, the view 30 s behind a 90k lines/s conta
 screen's process keeps the state, the bounded store and the rows; this one does the rest.
 
 Both sides speak in frames: a 4-byte big-endian length, then a pickle.  To the worker:
-``("init", session_path, max_log_bytes, factory, tick_interval)`` once, then ``("ev", [item])``
+``("init", session_path, max_log_bytes, factory, tick_interval, cluster)`` once, then ``("ev", [item])``
 where an item is an event, or a log batch as plain lists (``("lines", skip, node, source, texts,
 stamps, seqs, raw_ts)``: several times cheaper to pickle than LogLine objects; ``skip`` means
 session file only), and ``("stop",)``.  From the worker: ``("derived", [events])``,
@@ -123,6 +123,15 @@ def load_factory(path: str) -> Callable[[], list]:
     return getattr(importlib.import_module(module), attr)
 
 
+def scope_processors(processors: list, cluster: str | None) -> list:
+    """Tell the processors that judge a cluster (``scope``) which one the config names."""
+    if cluster:
+        for p in processors:
+            if hasattr(p, "scope"):
+                p.scope(cluster)
+    return processors
+
+
 def record_safely(session: Any, ev: Event) -> int:
     """``session.record(ev)``, where a full disk is a warning, never the end of the stream; the
     number of lines the session file did not take."""
@@ -192,9 +201,9 @@ def serve(rd_fd: int, wr: IO[bytes]) -> int:
     init = rd.next(60.0)
     if not isinstance(init, tuple) or init[0] != "init":
         return 2
-    _, session_path, max_log_bytes, factory, tick_interval = init
+    _, session_path, max_log_bytes, factory, tick_interval, cluster = init
     session = Session(Path(session_path), max_log_bytes) if session_path else None
-    work = Analysis(session, load_factory(factory)() if factory else [])
+    work = Analysis(session, scope_processors(load_factory(factory)(), cluster) if factory else [])
     next_tick = time.monotonic() + tick_interval
     try:
         while True:

@@ -240,12 +240,16 @@ _BROKEN = ("half_cluster", "worker_died", "engine_dead")
 _DOUBTFUL = ("suspected_hang",)
 
 
-def cluster_alarm(containers: Mapping[str, Iterable[ContainerInfo]], findings: Iterable[Finding]) -> tuple[str, str] | None:
+def cluster_alarm(containers: Mapping[str, Iterable[ContainerInfo]], findings: Iterable[Finding],
+                  cluster: str | None = None) -> tuple[str, str] | None:
     """("error" | "warning", why) for the head's serving line, or None while the cluster is whole.
     From the containers now (a relaunch that runs everywhere is whole again) and the findings raised
-    since the newest launch started (older ones belong to a cluster that is gone)."""
+    since the newest launch started (older ones belong to a cluster that is gone).  ``cluster``: only
+    the config's cluster is judged (another labelled one on the same nodes is not this line's)."""
     since = 0.0
     for lc in live_clusters(containers):
+        if cluster and lc.name != cluster:
+            continue
         since = max(since, lc.started)
         a = lc.assessment
         if a.state in ("half", "exited") and (lc.complete or lc.exited) and not lc.starting:

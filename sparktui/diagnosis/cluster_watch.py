@@ -14,6 +14,10 @@ The head's engine dying while every container still runs is half too (as `status
 ``HOLD_S`` as well: the drill wrong-gloo-interface saw the head's engine_dead before the rank's own
 words named the interface, and half_cluster ranked first.  At the end of the hold the cluster is
 assessed again: a launch that has removed its containers meanwhile is not half.
+
+Only the config's cluster is judged (``scope``), as `status` judges only it: another labelled cluster's
+container on the same nodes (an old launch under another name; one Docker brought back on a daemon
+restart in the drill dockerd-restart) exiting says nothing about the cluster being watched.
 """
 
 from __future__ import annotations
@@ -36,6 +40,14 @@ class ClusterWatch:
         self.held: dict[tuple[str, str], float] = {}  # (cluster, launch) -> raise by this time at the latest
         self.erred: set[str] = set()  # "node/container" sources whose log raised an error finding
         self.dead_heads: dict[tuple[str, str], tuple[float, object]] = {}  # key -> (raise at, engine_dead)
+        self.cluster: str | None = None  # the config's cluster (scope); None: every labelled one
+
+    def scope(self, cluster: str) -> None:
+        self.cluster = cluster or None
+
+    def _live(self) -> list[LiveCluster]:
+        found = live_clusters({n: cs.values() for n, cs in self.containers.items()})
+        return [lc for lc in found if self.cluster is None or lc.name == self.cluster]
 
     def feed(self, event) -> Iterable:
         if isinstance(event, ContainersSnapshot):
@@ -73,7 +85,7 @@ class ClusterWatch:
 
     def _check(self, ts: float) -> list:
         out: list = []
-        for lc in live_clusters({n: cs.values() for n, cs in self.containers.items()}):
+        for lc in self._live():
             key = (lc.name, lc.launch)
             state = lc.assessment.state
             if state == "running":
@@ -96,7 +108,7 @@ class ClusterWatch:
         if f.id != "engine_dead" or "/" not in f.source:
             return
         node, _, name = f.source.partition("/")
-        for lc in live_clusters({n: cs.values() for n, cs in self.containers.items()}):
+        for lc in self._live():
             key = (lc.name, lc.launch)
             if key in self.raised or lc.assessment.state != "running":
                 continue
@@ -111,7 +123,7 @@ class ClusterWatch:
             del self.dead_heads[key]
             if key in self.raised:
                 continue  # a container's exit said it meanwhile
-            for lc in live_clusters({n: cs.values() for n, cs in self.containers.items()}):
+            for lc in self._live():
                 if (lc.name, lc.launch) != key or lc.assessment.state != "running":
                     continue  # gone or removed meanwhile: the exit path speaks for it, or nothing is left
                 a = head_engine_dead(lc.assessment, lc.name, [f])

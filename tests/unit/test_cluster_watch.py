@@ -21,7 +21,11 @@ def info(node: str, rank: int, state=ContainerState.RUNNING, code=None, launch="
 
 
 def engine() -> Engine:
-    return Engine(demo_config(), processors=[Diagnoser(), StallDetector(), ClusterWatch()])
+    from dataclasses import replace
+
+    cfg = demo_config()  # the config names the cluster the watch judges (as `status` judges it)
+    return Engine(replace(cfg, cluster=replace(cfg.cluster, name="tiny_vllm")),
+                  processors=[Diagnoser(), StallDetector(), ClusterWatch()])
 
 
 def test_worker_container_killed_raises_half_cluster_and_worker_died_ranked_first():
@@ -178,3 +182,27 @@ def test_a_dead_engine_while_every_container_runs_is_half_after_the_hold_so_its_
     list(gone.feed(ContainersSnapshot("spark2", (), ts=t0 + 2)))
     said = [e.finding.title for e in gone.tick(t0 + 1 + cluster_watch.HOLD_S)]
     assert not any("engine is dead while" in t for t in said), said
+
+
+def test_another_clusters_container_exiting_says_nothing_about_the_configs_cluster():
+    """The drill dockerd-restart, twice in full runs: a container of an earlier cluster (another name)
+    came back on spark2 when its daemon restarted, exited, and its half_cluster was ranked first over
+    the healthy cluster being watched.  The engine judges the config's cluster, as `status` does."""
+    from dataclasses import replace
+
+    def other(node: str, rank: int, state=ContainerState.RUNNING, code=None) -> ContainerInfo:
+        c = info(node, rank, state, code, launch="OLD")
+        labels = tuple((k, "old_cluster" if k == "sparktui.cluster" else v) for k, v in c.labels)
+        return replace(c, id=f"old{node}" * 4, name="old_cluster", labels=labels)
+
+    eng = engine()
+    eng.process([ContainersSnapshot("spark1", (info("spark1", 0),)),
+                 ContainersSnapshot("spark2", (info("spark2", 1), other("spark2", 1)))])
+    eng.process([ContainerChanged("spark2", other("spark2", 1, ContainerState.EXITED, 0))])
+    assert eng.state.findings == ()
+    eng.process([ContainerChanged("spark2", info("spark2", 1, ContainerState.EXITED, 137))])
+    assert {f.id for f in eng.state.findings} >= {"half_cluster", "worker_died"}  # its own cluster: said
+    unscoped = ClusterWatch()  # without a config (a bare watch) every labelled cluster is judged
+    list(unscoped.feed(ContainersSnapshot("spark2", (other("spark2", 1),))))
+    said = list(unscoped.feed(ContainerChanged("spark2", other("spark2", 1, ContainerState.EXITED, 0))))
+    assert "half_cluster" in {e.finding.id for e in said}

@@ -106,8 +106,11 @@ def test_the_recorder_on_a_real_engine_records_the_cluster_watch_ranked_first():
                              status=f"Exited ({code})" if code is not None else "Up 1 minute", started_at=100.0,
                              labels=tuple(sorted(labels.items())))
 
+    from dataclasses import replace
+
     clock = iter([1.0, 2.0, 3.0, 4.0])
-    eng = Engine(demo_config(), processors=default_processors())
+    cfg = demo_config()  # the config names the watched cluster
+    eng = Engine(replace(cfg, cluster=replace(cfg.cluster, name="tiny_vllm")), processors=default_processors())
     rec = RankRecorder(eng, clock=lambda: next(clock))
     eng.process([ContainersSnapshot("spark1", (info("spark1", 0),)), ContainersSnapshot("spark2", (info("spark2", 1),))])
     eng.process([ContainerChanged("spark2", info("spark2", 1, ContainerState.EXITED, 137))])

@@ -131,7 +131,7 @@ class MainScreen(Screen[None]):
         cached = getattr(self, "_alarm_cache", None)
         if cached is None or cached[0] != key:
             self._alarm_cache = (key, cluster_alarm({n: ns.containers.values() for n, ns in state.nodes.items()},
-                                                    findings))
+                                                    findings, self.app.engine.config.cluster.name))
         return self._alarm_cache[1]
 
     def _topbar(self) -> None:
