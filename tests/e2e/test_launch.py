@@ -217,9 +217,15 @@ def test_spark_vllm_docker_launcher_detached(real_vllm_bed, tmp_path):
     """launcher = "spark-vllm-docker": the test bed's copy of launch-cluster.sh (the 2026-01-28
     interface and behaviour, Ray-based) driven on the head node, detached so its exit trap cannot fire
     when this process ends; the same milestones to ready; stop removes both containers."""
+    import socket
+
     bed = real_vllm_bed
+    with socket.socket() as s:  # the script's Ray takes 6379 unless told: the lean bed's launches check that port
+        s.bind(("127.0.0.1", 0))
+        ray_port = s.getsockname()[1]
     cfg = bed.write_config(tmp_path / "script.toml", nodes=2, name="tiny_script", launcher="spark-vllm-docker",
-                           env={"SPARKTUI_TESTBED_STANDIN": "1"})
+                           ray_port=ray_port,
+                           env={"SPARKTUI_TESTBED_STANDIN": "1", "SPARKTUI_TESTBED_RAY_PORT": str(ray_port)})
     nodes = ["spark1", "spark2"]
     try:
         out = _launch_ready(bed, cfg, 600)

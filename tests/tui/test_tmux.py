@@ -62,29 +62,33 @@ def test_a_second_client_of_another_size_keeps_panes_strip_and_footer(tmp_path):
     """Two engineers, one tmux session: a second client attaches at another size (tmux sizes the
     window to the latest client), the app re-lays out, and everything stays visible, unclipped."""
     name = "shared"
-    viewer = f"{SOCKET}-viewer"  # a second tmux server whose panes are the other engineers' terminals
+    # a server of its own: the test before this one ends by killing the module's server, and a
+    # new-session on that socket while it is still going away fails ("server exited unexpectedly")
+    own = TmuxServer("sparktui-test")
+    tmux, poll = own, own.poll
+    viewer = f"{own.socket}-viewer"  # a second tmux server whose panes are the other engineers' terminals
 
     def outer(*args: str, check: bool = True) -> subprocess.CompletedProcess:
         return subprocess.run(["tmux", "-L", viewer, *args], capture_output=True, text=True, timeout=20, check=check)
 
     env_prefix = [f"SPARKTUI_STATE_DIR={tmp_path / 'state'}", f"PYTHONPATH={ROOT}", "TERM=xterm-256color"]
     cmd = " ".join(env_prefix) + f" {sys.executable} -m sparktui demo; sleep 30"
-    _tmux("new-session", "-d", "-s", name, "-x", "160", "-y", "48", cmd)
+    tmux("new-session", "-d", "-s", name, "-x", "160", "-y", "48", cmd)
     try:
-        _poll(name, lambda s: _layout_ok(s, 160, 48), "the app at 160x48")
+        poll(name, lambda s: _layout_ok(s, 160, 48), "the app at 160x48")
         for w, h in ((80, 24),):
             client = f"c{w}x{h}"
             outer("new-session", "-d", "-s", client, "-x", str(w), "-y", str(h),
-                  f"TMUX= tmux -L {SOCKET} attach -t {name}")
+                  f"TMUX= tmux -L {own.socket} attach -t {name}")
             size = f"{w}x{h - 1}"  # the client's own status line takes a row
             deadline = time.monotonic() + 20
-            while _tmux("display", "-p", "-t", name, "#{window_width}x#{window_height}").stdout.strip() != size:
+            while tmux("display", "-p", "-t", name, "#{window_width}x#{window_height}").stdout.strip() != size:
                 assert time.monotonic() < deadline, "tmux did not resize the window to the new client"
                 time.sleep(0.2)
-            screen = _poll(name, lambda s: _layout_ok(s, w, h - 1), f"the app re-laid out at {size}")
+            screen = poll(name, lambda s: _layout_ok(s, w, h - 1), f"the app re-laid out at {size}")
             assert "Traceback" not in screen
-        clients = _tmux("list-clients", "-t", name).stdout.strip().splitlines()
+        clients = tmux("list-clients", "-t", name).stdout.strip().splitlines()
         assert len(clients) == 1  # the second engineer's terminal stays attached
     finally:
         subprocess.run(["tmux", "-L", viewer, "kill-server"], capture_output=True, timeout=20)
-        _tmux("kill-server", check=False)
+        tmux("kill-server", check=False)
