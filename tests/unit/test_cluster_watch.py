@@ -147,11 +147,11 @@ def test_a_silent_own_exit_is_raised_after_the_hold_and_a_kill_at_once():
 
 
 def _engine_dead(ts: float):
-    from sparktui.diagnosis.cluster import catalogued_finding
+    """The head's log said its engine died (made by the one finding factory, on the head's source)."""
+    from sparktui.diagnosis.catalogue import finding
     from sparktui.model import FindingRaised
 
-    f = catalogued_finding("engine_dead", "EngineCore died", node="spark1")
-    return FindingRaised(type(f)(**{**{k: getattr(f, k) for k in f.__dataclass_fields__}, "source": "spark1/tiny_vllm"}),
+    return FindingRaised(finding("engine_dead", source="spark1/tiny_vllm", node="spark1", title="EngineCore died"),
                          ts=ts)
 
 
