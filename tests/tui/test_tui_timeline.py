@@ -99,3 +99,14 @@ async def test_timeline_text_from_another_operator_is_data_not_markup():
         await _open_timeline(pilot, app)
         text = screen_text(app)
         assert "[red]not markup[/red]" in text and "[bold]eve[/]@x" in text
+
+
+async def test_an_engine_batch_between_opening_the_timeline_and_its_mount_is_not_a_crash():
+    # CI saw it: `L` pushed the screen, an engine batch repainted before the screen was composed,
+    # and the table it fills did not exist yet (NoMatches: the TUI exited 1)
+    async with _on_main_screen(30, (140, 40)) as (app, pilot):
+        app.action_timeline()
+        assert isinstance(app.screen, TimelineScreen)
+        app.refresh_now()  # the same tick: not composed yet
+        await wait_for(pilot, lambda: "Timeline" in screen_text(app), "the timeline, filled on mount")
+        assert app.screen.rows and app.return_code is None

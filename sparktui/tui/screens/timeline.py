@@ -85,6 +85,7 @@ class TimelineScreen(Screen[None]):
         self.rows: list[Row] = []
         self.follow = True
         self._key: tuple = ()
+        self._ready = False  # composed and mounted: the app may refresh a screen pushed a moment ago
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="timeline"):
@@ -95,10 +96,13 @@ class TimelineScreen(Screen[None]):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.add_columns("TIME", "WHO", "KIND", "NODE", "WHAT")
+        self._ready = True
         self.refresh_state()
         table.focus()
 
     def refresh_state(self) -> None:
+        if not self._ready:  # an engine batch between push_screen and mount: on_mount fills it
+            return
         st = self.app.engine.state
         # rebuilt only when something it shows changed (the tuples are replaced, never mutated)
         key = (st.actions, st.findings, st.changes, st.notes, st.timeline)
