@@ -50,10 +50,12 @@ DRILLS: tuple[Drill, ...] = (
     Drill("head-killed", "kill_head", "docker kill -s KILL of the head (rank-0) container while idle", _DEAD,
           must=_ALL),
     # the bed's nodes share the host's loopback (fabric_if = "lo" on every node), so any interface with
-    # an address reaches the peer: the wrong one is an existing interface without an IPv4 address
+    # an address reaches the peer: the wrong one is an existing interface without an IPv4 address.  The
+    # launch's preflight reads each node's addresses and refuses it before any container starts (it used
+    # to start, and Gloo's own error came 42-62 s later), so, as port-taken, the launch says it
     Drill("wrong-gloo-interface", "wrong_interface",
           "spark2's GLOO/NCCL socket interface set to an existing one that cannot reach the peer",
-          ("wrong_network_interface", "rendezvous_timeout"), must=("engine",), cluster={"ready_timeout": 120.0}),
+          ("wrong_network_interface", "rendezvous_timeout"), must=("action",), investigate=None),
     # refused at the launch's preflight: no container starts, so the engine (which watches containers and
     # their logs) has nothing to see; the launch that refused says it, in the CLI and in the TUI alike
     Drill("port-taken", "port_taken", "the serve port is held by another process before launch", ("port_in_use",),

@@ -21,14 +21,17 @@ cluster is left; their last lines are kept in the result first.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from typing import Any
 
 from ..model import FAIL, Finding, FindingRaised, LogBatch, LogLine, MilestoneReached
+from ..nodes.base import NodeError
 from ..probes.cluster import LABEL_LAUNCH, Assessment, assess, catalogued_finding, find_cluster, parse_ray_status
 from ..probes.serving import ServingError, endpoint, server_info
 from .base import Action, ActionContext, ActionFailed, ActionResult
+from .checks.fabric import SOCKET_IF_VARS, unusable_socket_ifs
 from .serving_target import forward_note
 from .cluster_plan import ClusterPlan, NodePlan, PlanError, plan_cluster
 from .tap import SourceWatch, ended
@@ -187,6 +190,22 @@ class LaunchAction(Action):
                 findings.append(catalogued_finding("model_path_missing", f"{path}/config.json is missing on {np.node}",
                                          node=np.node, evidence=(f"{np.node}: test -e {path}/config.json failed",),
                                          advice="copy the model there (same path on every node) or fix model_path"))
+        # the interface each rank's sockets are pinned to must hold an address on its node: else its rendezvous
+        # fails or hangs (the drill wrong-gloo-interface: ~60 s until Gloo's own error)
+        for np in plan.nodes:
+            if not any(np.env.get(v) for v in SOCKET_IF_VARS):
+                continue
+            try:
+                res = await ctx.nodes[np.node].run(["ip", "-j", "addr", "show"], timeout=15)
+                bad = unusable_socket_ifs(np.env, json.loads(res.text or "[]")) if res.ok else []
+            except (NodeError, ValueError):  # no `ip` (or no JSON from it): the rank's own error will say it
+                continue
+            if bad:
+                findings.append(catalogued_finding(
+                    "wrong_network_interface", f"{np.node}: {', '.join(bad)} names no interface with an address there",
+                    node=np.node, evidence=tuple(f"{np.node}: {b}" for b in bad),
+                    advice="pin the interface that holds the node's fabric address (fabric_if, or the node's env in the "
+                           "config); `ip -br addr` on the node lists them"))
         # ports on the head (attach skips this: the cluster holds them)
         ports = [plan.serve_port] + ([c.ray_port] if plan.executor == "ray" else [c.master_port])
         head = ctx.nodes[plan.head.node]

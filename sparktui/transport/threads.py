@@ -24,8 +24,16 @@ def start_thread(fn: Callable[[], Any], name: str) -> "asyncio.Future[Any]":
         except RuntimeError:  # the loop is closed: nobody is waiting any more
             pass
 
+    # the awaiting side may have gone (a watch whose node died ends on another error first, a cancelled
+    # follow): an error nobody awaits any more is dropped, not logged as "never retrieved" at exit
+    fut.add_done_callback(_retrieved)
     threading.Thread(target=body, name=name, daemon=True).start()
     return fut
+
+
+def _retrieved(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 def in_thread(fn: Callable[..., Any], *args: Any, **kw: Any) -> "asyncio.Future[Any]":

@@ -41,10 +41,12 @@ def _until(pred, timeout: float, what: str, every: float = 0.5):
         time.sleep(every)
 
 
-# the suite's healthy window (the drill healthy-10min runs 10 minutes, and 3 with --minutes 3) and the
-# worker-killed budget.  3 minutes here put the suite past its 15 minutes on the 2-core CI machine (881 s,
-# 953 s against 746 s), the real-vLLM worker being its critical path
-HEALTHY_MINUTES = 0.75
+# the suite's healthy window (the drill healthy-10min runs 10 minutes, and 3 with --minutes 3; the issue
+# asks 3 in the suite) and the worker-killed budget.  The real-vLLM worker is the suite's critical path:
+# the relaunch below stops once it has resolved the findings instead of serving again, which pays for
+# most of the window (a bed of its own on a third worker was tried: two vLLM clusters starting at once on
+# 2 cores took the suite to 1081 s)
+HEALTHY_MINUTES = 3.0
 WORKER_KILLED_S = 5.0
 
 
@@ -239,7 +241,7 @@ def test_spark_vllm_docker_launcher_detached(real_vllm_bed, tmp_path):
         _stop(bed, cfg, "tiny_script", nodes)
 
 
-@pytest.mark.timeout(1200)  # two launches: each ends by its own 400 s limit first, so stop always finds the lock free
+@pytest.mark.timeout(1200)  # the launch ends by its own 400 s limit first, so stop always finds the lock free
 async def test_a_relaunch_resolves_the_previous_findings(real_vllm_bed, tmp_path, e2e):
     """Issue 29 on the real vLLM, one cluster for three checks, watched from before its launch by the
     headless TUI engine (live sources, the TUI's processors):
@@ -249,9 +251,9 @@ async def test_a_relaunch_resolves_the_previous_findings(real_vllm_bed, tmp_path
     - worker-killed (the drill, on this cluster): the rank-1 container SIGKILLed while idle:
       worker_died or half_cluster ranked first within 5 s, suspected_hang never ranked first;
     - item 3: a request then kills the head too (the real logs' error findings about the cluster's
-      containers); `launch --yes --replace` (another process, as an operator would run it) replaces
-      the containers and reaches ready: every one of those findings is resolved, none is ranked any
-      more, and they are still listed.
+      containers); `launch --yes --replace` (another process, as an operator would run it) removes
+      the containers: every one of those findings is resolved, none is ranked any more, and they are
+      still listed.
     The drill's own measuring (scripts/drill_lib/measure.py) judges the first two."""
     import asyncio
 
@@ -277,7 +279,7 @@ async def test_a_relaunch_resolves_the_previous_findings(real_vllm_bed, tmp_path
     await engine.start()
     try:
         await asyncio.to_thread(_launch_ready, bed, cfg, 400)
-        # 45 s: a load test, prompts, then idle past the old 10 s silence timer, ending idle
+        # 3 minutes: load tests, prompts, idle past the old 10 s silence timer, ending idle
         await run_plan(cfg, healthy_plan(HEALTHY_MINUTES))
         healthy = evaluate(rec.samples, 0.0, (), 0.0, rec.errors)
         assert healthy.ok, healthy.why
@@ -307,12 +309,23 @@ async def test_a_relaunch_resolves_the_previous_findings(real_vllm_bed, tmp_path
         await watch.until(lambda b, s: about_cluster(s), 90, "an error finding about the cluster's containers")
         before = about_cluster(engine.state)
 
-        await asyncio.to_thread(_launch_ready, bed, cfg, 400, ("--replace",))
-
         def all_resolved(b, s) -> bool:
             return all(s.finding_status(f) is not None and s.finding_status(f).state == "resolved" for f in before)
 
-        await watch.until(all_resolved, 60, "the previous run's findings resolved after the relaunch")
+        # the relaunch, from another process as an operator would run it: --replace removes the dead run's
+        # containers, which resolves its findings; then it is interrupted (Ctrl+C: it removes what it
+        # started).  Waiting for it to serve again proves nothing more here and costs the suite's critical
+        # path a minute and a half (lifecycle "relaunched, ready": tests/unit/test_finding_lifecycle.py)
+        relaunch = subprocess.Popen([sys.executable, "-m", "sparktui", "launch", "--config", str(cfg), "--yes",
+                                     "--replace"], cwd=str(ROOT), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            await watch.until(all_resolved, 120, "the previous run's findings resolved by the relaunch")
+        finally:
+            if relaunch.poll() is None:
+                relaunch.send_signal(signal.SIGINT)
+            err = (await asyncio.to_thread(relaunch.communicate, timeout=180))[1]
+        assert "Traceback" not in err, err[-3000:]
         ranked = {f.key for f in engine.ranked_findings()}
         assert not ranked & {f.key for f in before}, [f.id for f in engine.ranked_findings()]
         assert {f.key for f in before} <= {f.key for f in engine.all_findings()}  # still listed

@@ -39,3 +39,21 @@ def test_a_cause_that_comes_later_in_the_same_log_is_not_the_cause():
 def test_errors_before_warnings_and_named_before_generic():
     got = order({"a.log": [SOCKET] + ZERO + ["", OOM]})
     assert got == ["cuda_oom", "unhandled_exception", "nccl_socket_transport"]
+
+
+def test_a_hang_the_ranks_wait_in_ranks_below_the_rank_that_failed_to_join():
+    # the drill wrong-gloo-interface: spark2's rank names its interface, then the live stall rule sees no
+    # rank progress; the wait is the consequence, whichever source raised it and whatever its severity
+    from sparktui.diagnosis.catalogue import default_catalogue
+    from sparktui.diagnosis.ranking import rank_findings
+    from sparktui.model import Finding
+
+    cause = Finding(id="wrong_network_interface", severity="error", title="wrong interface", source="spark2/c",
+                    node="spark2", line=120)
+    hang = Finding(id="suspected_hang", severity="error", title="no progress on any rank for 11 s", source="",
+                   node="", line=None)
+    for given in ([cause, hang], [hang, cause]):
+        assert [f.id for f in rank_findings(given, default_catalogue())] == ["wrong_network_interface", "suspected_hang"]
+    # alone, a hang is still first over a warning that explains nothing about it
+    other = Finding(id="torch_arch_warning", severity="warning", title="arch", source="spark1/c", node="spark1", line=3)
+    assert rank_findings([other, hang], default_catalogue())[0].id == "suspected_hang"

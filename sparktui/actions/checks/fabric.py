@@ -111,3 +111,38 @@ async def gather_fabric(config: Config, nodes: dict[str, Node]) -> tuple[dict, d
                 bad.append(f"{peer.name} ({peer.fabric_ip})")
         reach[n.name] = bad
     return found, reach
+
+
+# the variables that name the interface a rank's sockets bind to (NCCL's bootstrap and socket transport,
+# Gloo's pairs, torch's TensorPipe): one with no address makes that rank's rendezvous fail or hang
+SOCKET_IF_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
+
+
+def addressed_interfaces(ip_json: list[dict]) -> set[str]:
+    """Interfaces of `ip -j addr show` holding an IPv4 address or a global IPv6 one (a link-local
+    fe80:: alone cannot carry a rendezvous to another host)."""
+    out: set[str] = set()
+    for link in ip_json:
+        for a in link.get("addr_info", []):
+            if a.get("family") == "inet" or (a.get("family") == "inet6" and a.get("scope") == "global"):
+                out.add(str(link.get("ifname", "")))
+    return out
+
+
+def unusable_socket_ifs(env: dict[str, str], ip_json: list[dict]) -> list[str]:
+    """``VAR=value`` of each socket-interface variable in ``env`` that names no interface holding an
+    address on the node.  NCCL reads its value as name prefixes (``=`` before them: exact names) and
+    ``^`` as an exclusion list, which names nothing to check; Gloo and TensorPipe read exact names."""
+    have = addressed_interfaces(ip_json)
+    bad = []
+    for var in SOCKET_IF_VARS:
+        value = env.get(var, "").strip()
+        if not value or value.startswith("^"):
+            continue
+        exact = var != "NCCL_SOCKET_IFNAME" or value.startswith("=")
+        names = [x.strip() for x in value.lstrip("=").split(",") if x.strip()]
+        if not names:
+            continue
+        if not any(h == n or (not exact and h.startswith(n)) for n in names for h in have):
+            bad.append(f"{var}={value}")
+    return bad
