@@ -18,7 +18,7 @@ from .checks import CheckResult, fail, ok, skip, warn, worst
 from .checks.basics import check_clocks, check_docker, check_ports, check_ssh, check_stale_container, check_versions, head_ports
 from ..units import gib
 from .checks.entrypoint import entrypoint_result
-from .checks.fabric import fabric_results, gather_fabric
+from .checks.fabric import fabric_results, gather_fabric, socket_if_results
 from .checks.image_choice import resolve_image
 from .checks.fit import fit_results, parse_meminfo
 
@@ -275,8 +275,10 @@ class DoctorAction(Action):
         return out
 
     async def _fabric(self, ctx: ActionContext, up: list[Node], down: tuple[str, ...]) -> list[CheckResult]:
-        found, reach = await gather_fabric(ctx.config, {n.name: n for n in up})
-        return fabric_results(ctx.config, found, reach, down)
+        from .fabric import launch_envs
+
+        found, reach, addrs = await gather_fabric(ctx.config, {n.name: n for n in up})
+        return [*fabric_results(ctx.config, found, reach, down), *socket_if_results(launch_envs(ctx.config), addrs)]
 
     async def _fabric_deep(self, ctx: ActionContext, up: list[Node], image: str) -> list[CheckResult]:
         """The fabric check (actions/fabric.py) as doctor rows: the verdict, with its first cause's fix."""

@@ -3,7 +3,8 @@
 launch:
 1. preflight: every node answers (a node that does not is the missing-worker finding, and nothing is
    started), the image exists with the same ID everywhere, the model is on every node, the ports are
-   free, and no container with the cluster's name is left over (refused with the reason; ``--replace``
+   free, each rank's socket interface holds an address and its CPU KV cache fits its node's free
+   memory, and no container with the cluster's name is left over (refused with the reason; ``--replace``
    removes it).  A cluster of this very plan already running on every node is attached to instead.
 2. one confirmation showing one summary line per node (role, address, image, rank, ports, mounts),
    with the exact ``docker run`` per node as its details.
@@ -31,7 +32,8 @@ from ..nodes.base import NodeError
 from ..probes.cluster import LABEL_LAUNCH, Assessment, assess, catalogued_finding, find_cluster, parse_ray_status
 from ..probes.serving import ServingError, endpoint, server_info
 from .base import Action, ActionContext, ActionFailed, ActionResult
-from .checks.fabric import SOCKET_IF_VARS, unusable_socket_ifs
+from .checks.fabric import SOCKET_IF_FIX, SOCKET_IF_VARS, unusable_socket_ifs
+from .checks.fit import CPU_KV_VAR, kv_over_memory, parse_meminfo
 from .serving_target import forward_note
 from .cluster_plan import ClusterPlan, NodePlan, PlanError, plan_cluster
 from .tap import SourceWatch, ended
@@ -204,8 +206,24 @@ class LaunchAction(Action):
                 findings.append(catalogued_finding(
                     "wrong_network_interface", f"{np.node}: {', '.join(bad)} names no interface with an address there",
                     node=np.node, evidence=tuple(f"{np.node}: {b}" for b in bad),
-                    advice="pin the interface that holds the node's fabric address (fabric_if, or the node's env in the "
-                           "config); `ip -br addr` on the node lists them"))
+                    advice=SOCKET_IF_FIX))
+        # the KV cache each rank of the CPU build is told to allocate must fit in its node's free memory: else
+        # vLLM refuses after its imports and the weights (the drill kv-too-big: ~45-65 s until its own error)
+        for np in plan.nodes:
+            if not np.env.get(CPU_KV_VAR):
+                continue
+            path = ctx.config.node(np.node).meminfo_path
+            try:
+                why = kv_over_memory(np.env, parse_meminfo((await ctx.nodes[np.node].read_file(path)).decode(
+                    "utf-8", "replace")))
+            except NodeError:  # unreadable: vLLM's own error will say it
+                continue
+            if why:
+                findings.append(catalogued_finding(
+                    "kv_cache_oom", f"{np.node}: the KV cache asked for does not fit in its free memory", node=np.node,
+                    evidence=(f"{np.node}: {why}",),
+                    advice=f"lower {CPU_KV_VAR} (GiB per rank) below the node's MemAvailable, leaving room for the "
+                           "weights, or free memory on the node"))
         # ports on the head (attach skips this: the cluster holds them)
         ports = [plan.serve_port] + ([c.ray_port] if plan.executor == "ray" else [c.master_port])
         head = ctx.nodes[plan.head.node]

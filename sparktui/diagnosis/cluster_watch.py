@@ -15,6 +15,10 @@ The head's engine dying while every container still runs is half too (as `status
 words named the interface, and half_cluster ranked first.  At the end of the hold the cluster is
 assessed again: a launch that has removed its containers meanwhile is not half.
 
+A launch whose containers are all gone (removed: a failed launch cleaning up, `stop`, `docker rm`)
+is no cluster any more, half or whole: the findings raised here about it resolve ("cluster removed"),
+so a failed launch's consequence does not outrank its cause once both are over.
+
 Only the config's cluster is judged (``scope``), as `status` judges only it: another labelled cluster's
 container on the same nodes (an old launch under another name; one Docker brought back on a daemon
 restart in the drill dockerd-restart) exiting says nothing about the cluster being watched.
@@ -25,8 +29,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterable
 
-from ..model import ContainerChanged, ContainersSnapshot, ContainerState, FindingRaised
-from .cluster import LiveCluster, catalogued_finding, head_engine_dead, live_clusters
+from ..model import ContainerChanged, ContainersSnapshot, ContainerState, FindingRaised, FindingResolved
+from .cluster import LABEL, LABEL_LAUNCH, LiveCluster, catalogued_finding, head_engine_dead, live_clusters
 
 
 HOLD_S = 5.0
@@ -37,6 +41,7 @@ class ClusterWatch:
         self.containers: dict[str, dict[str, object]] = {}  # node -> name -> ContainerInfo
         self.running: set[tuple[str, str]] = set()  # (cluster, launch) seen whole
         self.raised: set[tuple[str, str]] = set()
+        self.said: dict[tuple[str, str], list[str]] = {}  # (cluster, launch) -> keys of the findings raised
         self.held: dict[tuple[str, str], float] = {}  # (cluster, launch) -> raise by this time at the latest
         self.erred: set[str] = set()  # "node/container" sources whose log raised an error finding
         self.dead_heads: dict[tuple[str, str], tuple[float, object]] = {}  # key -> (raise at, engine_dead)
@@ -66,7 +71,23 @@ class ClusterWatch:
             return [*self._release_dead_heads(event.ts), *(self._check(event.ts) if self.held else ())]
         else:
             return ()
-        return [*self._release_dead_heads(event.ts), *self._check(event.ts)]
+        return [*self._release_dead_heads(event.ts), *self._check(event.ts), *self._gone(event.ts)]
+
+    def _raise(self, key: tuple[str, str], findings, ts: float) -> list:
+        self.raised.add(key)
+        self.said.setdefault(key, []).extend(f.key for f in findings)
+        return [FindingRaised(f, ts=ts) for f in findings]
+
+    def _gone(self, ts: float) -> list:
+        """Resolve what was raised about a launch none of whose containers is left."""
+        out: list = []
+        for key, keys in list(self.said.items()):
+            # removed, or its name taken by another launch's container (the entry is keyed by name)
+            if all(c.state is ContainerState.REMOVED for cs in self.containers.values() for c in cs.values()
+                   if (dict(c.labels).get(LABEL), dict(c.labels).get(LABEL_LAUNCH, "")) == key):
+                del self.said[key]
+                out += [FindingResolved(k, "cluster removed", ts=ts) for k in keys]
+        return out
 
     def tick(self, now: float) -> list:
         return [*self._release_dead_heads(now), *(self._check(now) if self.held else ())]
@@ -97,9 +118,7 @@ class ClusterWatch:
                 continue  # still being launched
             if self._waiting_for_words(lc, key, ts):
                 continue
-            self.raised.add(key)
-            out += [FindingRaised(f, ts=ts) for f in lc.assessment.findings]
-            out += [FindingRaised(f, ts=ts) for f in _died(lc)]
+            out += self._raise(key, [*lc.assessment.findings, *_died(lc)], ts)
         return out
 
     def _engine_dead(self, event: FindingRaised) -> None:
@@ -128,8 +147,7 @@ class ClusterWatch:
                     continue  # gone or removed meanwhile: the exit path speaks for it, or nothing is left
                 a = head_engine_dead(lc.assessment, lc.name, [f])
                 if a.state == "half":
-                    self.raised.add(key)
-                    out += [FindingRaised(x, ts=ts) for x in a.findings if x.id == "half_cluster"]
+                    out += self._raise(key, [x for x in a.findings if x.id == "half_cluster"], ts)
         return out
 
 

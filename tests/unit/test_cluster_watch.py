@@ -206,3 +206,32 @@ def test_another_clusters_container_exiting_says_nothing_about_the_configs_clust
     list(unscoped.feed(ContainersSnapshot("spark2", (other("spark2", 1),))))
     said = list(unscoped.feed(ContainerChanged("spark2", other("spark2", 1, ContainerState.EXITED, 0))))
     assert "half_cluster" in {e.finding.id for e in said}
+
+
+def test_a_half_cluster_whose_containers_are_all_removed_resolves_and_leaves_the_ranking():
+    """The drills kv-too-big and unknown-architecture: the failed launch removed its containers, which
+    resolved the rank's own cause ("container removed"), and half_cluster, about no container, stayed
+    first in the ranking over nothing."""
+    eng = engine()
+    eng.process([ContainersSnapshot("spark1", (info("spark1", 0),)), ContainersSnapshot("spark2", (info("spark2", 1),))])
+    eng.process([ContainerChanged("spark2", info("spark2", 1, ContainerState.EXITED, 137))])
+    assert eng.ranked_findings()[0].id in ("half_cluster", "worker_died")
+    eng.process([ContainerChanged("spark2", info("spark2", 1, ContainerState.REMOVED, 137))])
+    assert {f.id for f in eng.ranked_findings()} & {"half_cluster", "worker_died"}, "spark1's container is still there"
+    eng.process([ContainersSnapshot("spark1", ())])  # the head removed too: the launch is gone
+    assert not {f.id for f in eng.ranked_findings()} & {"half_cluster", "worker_died"}
+    states = {k: s.state for k, s in eng.state.finding_states.items()}
+    resolved = [f for f in eng.state.findings if f.id in ("half_cluster", "worker_died")]
+    assert resolved and all(states.get(f.key) == "resolved" for f in resolved)
+    assert {eng.state.finding_states[f.key].reason for f in resolved} == {"cluster removed"}
+
+
+def test_an_exited_cluster_left_in_place_stays_active():
+    """The healthy counterpart: exited containers that nobody removed are still a broken cluster."""
+    eng = engine()
+    eng.process([ContainersSnapshot("spark1", (info("spark1", 0),)), ContainersSnapshot("spark2", (info("spark2", 1),))])
+    eng.process([ContainerChanged("spark2", info("spark2", 1, ContainerState.EXITED, 137))])
+    eng.process([ContainerChanged("spark1", info("spark1", 0, ContainerState.EXITED, 137))])
+    eng.process([ContainersSnapshot("spark1", (info("spark1", 0, ContainerState.EXITED, 137),))])
+    assert {f.id for f in eng.ranked_findings()} & {"half_cluster", "worker_died"}
+    assert not eng.state.finding_states

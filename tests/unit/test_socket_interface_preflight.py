@@ -52,3 +52,15 @@ def test_this_machines_loopback_passes_and_a_name_it_lacks_does_not():
     live = json.loads(subprocess.run(["ip", "-j", "addr", "show"], capture_output=True, text=True, check=True).stdout)
     assert unusable_socket_ifs({"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}, live) == []
     assert unusable_socket_ifs({"GLOO_SOCKET_IFNAME": "nosuchif9"}, live) == ["GLOO_SOCKET_IFNAME=nosuchif9"]
+
+
+def test_doctor_rows_say_the_same_as_the_preflight_per_node():
+    from sparktui.actions.checks.fabric import socket_if_results
+
+    envs = {"spark1": {"NCCL_SOCKET_IFNAME": "eth0", "GLOO_SOCKET_IFNAME": "eth0"},
+            "spark2": {"GLOO_SOCKET_IFNAME": "ifb0"},
+            "spark3": {},  # nothing pinned: no row
+            "spark4": {"GLOO_SOCKET_IFNAME": "ifb0"}}  # `ip` gave nothing there: no row (cannot judge)
+    rows = socket_if_results(envs, {"spark1": IP_JSON, "spark2": IP_JSON, "spark3": IP_JSON})
+    assert [(r.node, r.status) for r in rows] == [("spark1", "ok"), ("spark2", "fail")]
+    assert "GLOO_SOCKET_IFNAME=ifb0" in rows[1].title and rows[1].finding == "wrong_network_interface"

@@ -83,17 +83,23 @@ def fabric_results(config: Config, found: dict[str, tuple | None], reach: dict[s
     return out
 
 
-async def gather_fabric(config: Config, nodes: dict[str, Node]) -> tuple[dict, dict]:
+async def gather_fabric(config: Config, nodes: dict[str, Node]) -> tuple[dict, dict, dict]:
+    """(found, reach, addrs): node -> its fabric_ip's interface, node -> peers it could not reach,
+    node -> its `ip -j addr show` (for the socket-interface check; absent where `ip` gave nothing)."""
     found: dict[str, tuple | None] = {}
     reach: dict[str, list[str]] = {}
+    addrs: dict[str, list[dict]] = {}
     for n in config.nodes:
-        if not n.fabric_ip or n.name not in nodes:
+        if n.name not in nodes:
             continue
         try:
             res = await nodes[n.name].run(["ip", "-j", "addr", "show"], timeout=15)
-            found[n.name] = find_interface(json.loads(res.text or "[]"), n.fabric_ip) if res.ok else None
+            if res.ok:
+                addrs[n.name] = json.loads(res.text or "[]")
         except (NodeError, ValueError):
-            found[n.name] = None
+            pass
+        if n.fabric_ip:
+            found[n.name] = find_interface(addrs[n.name], n.fabric_ip) if n.name in addrs else None
     for n in config.nodes:
         if n.name not in nodes or not n.fabric_ip:
             continue
@@ -110,12 +116,14 @@ async def gather_fabric(config: Config, nodes: dict[str, Node]) -> tuple[dict, d
             except NodeError:
                 bad.append(f"{peer.name} ({peer.fabric_ip})")
         reach[n.name] = bad
-    return found, reach
+    return found, reach, addrs
 
 
 # the variables that name the interface a rank's sockets bind to (NCCL's bootstrap and socket transport,
 # Gloo's pairs, torch's TensorPipe): one with no address makes that rank's rendezvous fail or hang
 SOCKET_IF_VARS = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
+SOCKET_IF_FIX = ("pin the interface that holds the node's fabric address (fabric_if, or the node's env in the "
+                 "config); `ip -br addr` on the node lists them")
 
 
 def addressed_interfaces(ip_json: list[dict]) -> set[str]:
@@ -146,3 +154,21 @@ def unusable_socket_ifs(env: dict[str, str], ip_json: list[dict]) -> list[str]:
         if not any(h == n or (not exact and h.startswith(n)) for n in names for h in have):
             bad.append(f"{var}={value}")
     return bad
+
+
+def socket_if_results(envs: dict[str, dict[str, str]], addrs: dict[str, list[dict]]) -> list[CheckResult]:
+    """One row per node whose launch env pins a socket interface: does it hold an address there (the
+    same rule the launch's preflight refuses on)."""
+    out: list[CheckResult] = []
+    for node, env in envs.items():
+        pinned = [f"{v}={env[v]}" for v in SOCKET_IF_VARS if env.get(v)]
+        if not pinned or node not in addrs:
+            continue
+        bad = unusable_socket_ifs(env, addrs[node])
+        if bad:
+            out.append(fail("socket_interface", f"{', '.join(bad)} names no interface with an address on {node}",
+                            node, [f"{node}: addressed: {', '.join(sorted(addressed_interfaces(addrs[node]))) or 'none'}"],
+                            SOCKET_IF_FIX, "wrong_network_interface"))
+        else:
+            out.append(ok("socket_interface", f"{', '.join(pinned)}: addressed", node))
+    return out

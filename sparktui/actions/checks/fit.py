@@ -83,3 +83,32 @@ def fit_results(node_name: str, model_bytes: int, size_source: str, tp: int, mem
                         "reports the OOM as predicted; serve it with TP across the nodes",
                         "insufficient_free_memory", data=data))
     return out
+
+
+CPU_KV_VAR = "VLLM_CPU_KVCACHE_SPACE"  # GiB of KV cache vLLM's CPU backend allocates on each rank
+
+
+def cpu_kv_request(env: dict[str, str]) -> int | None:
+    """Bytes of KV cache a rank of the CPU build will allocate (``VLLM_CPU_KVCACHE_SPACE``, GiB), or
+    None when it is not set or not a number (then vLLM's own default and its own error apply)."""
+    raw = (env.get(CPU_KV_VAR) or "").strip()
+    try:
+        gib_asked = float(raw)
+    except ValueError:
+        return None
+    return int(gib_asked * GIB) if gib_asked > 0 else None
+
+
+def kv_over_memory(env: dict[str, str], meminfo: dict[str, int]) -> str | None:
+    """Why a rank's KV cache cannot be allocated on its node, or None.
+
+    vLLM's CPU worker refuses to start when the KV cache it is asked for is more than the memory
+    available on its node ("Available memory on node 0 (…) on kv cache allocation is less than
+    requested memory for kv (…)"), after it has imported torch and loaded the weights: a minute on
+    a small model.  The same comparison, made before anything starts, says it in a second."""
+    asked = cpu_kv_request(env)
+    avail = meminfo.get("MemAvailable", meminfo.get("MemFree"))
+    if asked is None or avail is None or asked <= avail:
+        return None
+    return (f"{CPU_KV_VAR}={env[CPU_KV_VAR]} asks {gib(asked)} of KV cache, more than the node's "
+            f"{gib(avail)} MemAvailable (MemTotal {gib(meminfo.get('MemTotal', 0))})")
