@@ -115,7 +115,7 @@ def diagnose(case: Case, bare: bool = False) -> list[str]:
 def score(cases: list[Case]) -> dict:
     fail = [c for c in cases if not c.healthy]
     healthy = [c for c in cases if c.healthy]
-    per: dict[str, dict] = defaultdict(lambda: {"n": 0, "any": 0, "top1": 0})
+    per: dict[str, dict] = defaultdict(lambda: {"n": 0, "any": 0, "top1": 0, "silent": 0})
     any_ok = top_ok = 0
     for c in fail:
         named = [f.split(":")[0] for f in c.found if not f.endswith(":info")]
@@ -127,6 +127,7 @@ def score(cases: list[Case]) -> dict:
         row["n"] += 1
         row["any"] += a
         row["top1"] += t
+        row["silent"] += not named
     clean = sum(1 for c in healthy if not any(f.endswith(":error") for f in c.found))
     silent = sum(1 for c in fail if not any(not f.endswith(":info") for f in c.found))
     return {
@@ -168,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"any {r['any']}, top-1 {r['top1']}, healthy clean {r['healthy_clean']}, "
                   f"silent failures {r['silent_failures']}")
             for cause, row in r["per_cause"].items():
-                print(f"    {cause:<32} {row['any']:>3}/{row['n']:<3} any   {row['top1']:>3}/{row['n']:<3} top-1")
+                print(f"    {cause:<32} {row['any']:>3}/{row['n']:<3} any   {row['top1']:>3}/{row['n']:<3} top-1"
+                      + (f"   {row['silent']} silent" if row["silent"] else ""))
     if args.misses:
         for c in cases:
             if c.part not in parts:
