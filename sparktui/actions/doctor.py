@@ -20,7 +20,7 @@ from ..units import gib
 from .checks.entrypoint import entrypoint_result
 from .checks.fabric import fabric_results, gather_fabric, socket_if_results
 from .checks.image_choice import resolve_image
-from .checks.fit import fit_results, parse_meminfo
+from .checks.fit import fit_results, read_meminfo
 
 MAX_ALTERNATIVES = 6
 ALTERNATIVES_AT_ONCE = 3  # each probe holds a worker thread while it waits: leave the rest to the app
@@ -257,7 +257,7 @@ class DoctorAction(Action):
         for n in nodes:
             path = ctx.config.node(n.name).meminfo_path
             try:
-                mi = parse_meminfo((await n.read_file(path)).decode("utf-8", "replace"))
+                mi = await read_meminfo(n, path)
             except NodeError as exc:
                 out.append(skip("memory_fit", f"cannot read {path}: {exc}", n.name))
                 continue

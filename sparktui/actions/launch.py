@@ -22,7 +22,6 @@ cluster is left; their last lines are kept in the result first.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from typing import Any
@@ -32,8 +31,8 @@ from ..nodes.base import NodeError
 from ..probes.cluster import LABEL_LAUNCH, Assessment, assess, catalogued_finding, find_cluster, parse_ray_status
 from ..probes.serving import ServingError, endpoint, server_info
 from .base import Action, ActionContext, ActionFailed, ActionResult
-from .checks.fabric import SOCKET_IF_FIX, SOCKET_IF_VARS, unusable_socket_ifs
-from .checks.fit import CPU_KV_VAR, kv_over_memory, parse_meminfo
+from .checks.fabric import SOCKET_IF_FIX, SOCKET_IF_VARS, node_addrs, unusable_socket_ifs
+from .checks.fit import CPU_KV_VAR, kv_over_memory, read_meminfo
 from .serving_target import forward_note
 from .cluster_plan import ClusterPlan, NodePlan, PlanError, plan_cluster
 from .tap import SourceWatch, ended
@@ -197,11 +196,8 @@ class LaunchAction(Action):
         for np in plan.nodes:
             if not any(np.env.get(v) for v in SOCKET_IF_VARS):
                 continue
-            try:
-                res = await ctx.nodes[np.node].run(["ip", "-j", "addr", "show"], timeout=15)
-                bad = unusable_socket_ifs(np.env, json.loads(res.text or "[]")) if res.ok else []
-            except (NodeError, ValueError):  # no `ip` (or no JSON from it): the rank's own error will say it
-                continue
+            addrs = await node_addrs(ctx.nodes[np.node])
+            bad = unusable_socket_ifs(np.env, addrs) if addrs is not None else []  # no `ip`: the rank's error says it
             if bad:
                 findings.append(catalogued_finding(
                     "wrong_network_interface", f"{np.node}: {', '.join(bad)} names no interface with an address there",
@@ -212,10 +208,8 @@ class LaunchAction(Action):
         for np in plan.nodes:
             if not np.env.get(CPU_KV_VAR):
                 continue
-            path = ctx.config.node(np.node).meminfo_path
             try:
-                why = kv_over_memory(np.env, parse_meminfo((await ctx.nodes[np.node].read_file(path)).decode(
-                    "utf-8", "replace")))
+                why = kv_over_memory(np.env, await read_meminfo(ctx.nodes[np.node], ctx.config.node(np.node).meminfo_path))
             except NodeError:  # unreadable: vLLM's own error will say it
                 continue
             if why:

@@ -25,7 +25,7 @@ from .base import Action, ActionContext, ActionFailed, ActionResult
 from .checks.entrypoint import passes_args
 from .tap import SourceWatch, ended
 from ..units import gib
-from .checks.fit import compute_fit, parse_meminfo
+from .checks.fit import compute_fit, read_meminfo
 from .lock import LABEL_ACTION, LABEL_OPERATOR, LABEL_SESSION, owner_labels
 
 OOM_IDS = {"cuda_oom", "kv_cache_oom", "insufficient_free_memory", "host_oom_killed"}
@@ -92,7 +92,7 @@ class ValidateAction(Action):
                 return ActionResult(self.name, False, msg, findings=findings)
             predicted_oom, fit_text = False, "memory not checked"
             try:
-                mi = parse_meminfo((await node.read_file(ctx.config.node(node_name).meminfo_path)).decode())
+                mi = await read_meminfo(node, ctx.config.node(node_name).meminfo_path)
                 if model.total_bytes and "MemTotal" in mi:
                     f = compute_fit(model.total_bytes, 1, mi["MemTotal"], mi.get("MemAvailable", 0),
                                     c.gpu_memory_utilization)

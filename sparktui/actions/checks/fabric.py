@@ -83,6 +83,15 @@ def fabric_results(config: Config, found: dict[str, tuple | None], reach: dict[s
     return out
 
 
+async def node_addrs(node: Node) -> list[dict] | None:
+    """The node's `ip -j addr show`, or None where it gives nothing (no `ip`, no JSON, no answer)."""
+    try:
+        res = await node.run(["ip", "-j", "addr", "show"], timeout=15)
+        return json.loads(res.text or "[]") if res.ok else None
+    except (NodeError, ValueError):
+        return None
+
+
 async def gather_fabric(config: Config, nodes: dict[str, Node]) -> tuple[dict, dict, dict]:
     """(found, reach, addrs): node -> its fabric_ip's interface, node -> peers it could not reach,
     node -> its `ip -j addr show` (for the socket-interface check; absent where `ip` gave nothing)."""
@@ -92,12 +101,9 @@ async def gather_fabric(config: Config, nodes: dict[str, Node]) -> tuple[dict, d
     for n in config.nodes:
         if n.name not in nodes:
             continue
-        try:
-            res = await nodes[n.name].run(["ip", "-j", "addr", "show"], timeout=15)
-            if res.ok:
-                addrs[n.name] = json.loads(res.text or "[]")
-        except (NodeError, ValueError):
-            pass
+        got = await node_addrs(nodes[n.name])
+        if got is not None:
+            addrs[n.name] = got
         if n.fabric_ip:
             found[n.name] = find_interface(addrs[n.name], n.fabric_ip) if n.name in addrs else None
     for n in config.nodes:

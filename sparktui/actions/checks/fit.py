@@ -38,6 +38,11 @@ def parse_meminfo(text: str) -> dict[str, int]:
     return out
 
 
+async def read_meminfo(node, path: str) -> dict[str, int]:
+    """A node's meminfo (its ``meminfo_path``); a NodeError when it cannot be read."""
+    return parse_meminfo((await node.read_file(path)).decode("utf-8", "replace"))
+
+
 def compute_fit(model_bytes: int, tp: int, mem_total: int, mem_available: int, util: float) -> Fit:
     tp = max(1, tp)
     per_rank = -(-model_bytes // tp)
