@@ -71,8 +71,9 @@ def parse_index(raw: bytes, what: str = "index") -> tuple[int | None, int]:
     total = meta.get("total_size") if isinstance(meta, dict) else None
     wmap = data.get("weight_map")
     shards = len({v for v in wmap.values() if isinstance(v, str)}) if isinstance(wmap, dict) else 0
-    if isinstance(total, bool) or not isinstance(total, (int, float)) or not 0 < total < 2**63:
-        return None, shards  # NaN and infinity fail the range test too
+    # a size in bytes is at least 1 (0.5 would become 0); NaN and infinity fail the range test too
+    if isinstance(total, bool) or not isinstance(total, (int, float)) or not 1 <= total < 2**63:
+        return None, shards
     return int(total), shards
 
 
