@@ -7,7 +7,8 @@
   torchaudio and torchcodec are left out: a torchvision built for another torch breaks start-up,
   which the `-torchvision` image below replays on purpose; triton, 1 GB that only xgrammar's GPU path
   wants, is removed: vLLM says so in its log and uses the V1 model runner);
-- builds the image `sparktui-vllm-cpu:0.32.0` from it (debootstrap base + libnuma + the environment +
+- builds the image `sparktui-vllm-cpu:0.32.0` from it (debootstrap base + libnuma + the environment,
+  compiled to bytecode as pip leaves it +
   a `vllm` launcher that works for the vllm-cpu distribution + `ray` + the stand-in server, which
   `vllm` runs with SPARKTUI_TESTBED_STANDIN=1, + run-cluster-node.sh in WORKDIR /workspace/vllm),
   keeps it as a tarball in the cache and loads that into every node's dockerd, so the image IDs are
