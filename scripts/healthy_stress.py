@@ -108,6 +108,7 @@ def _worker(engine: str, spec: str) -> None:
             dg = analyse(paths)
             errs = [f for f in dg.findings if f.severity == "error"]
             res[name] = {"errors": sorted({f.id for f in errs}),
+                         "warnings": sorted({f.id for f in dg.findings if f.severity == "warning"}),
                          "first_error_line": min((f.line or 0 for f in errs if f.line), default=0)}
             for p in paths:
                 Path(p).unlink()
@@ -135,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", default="main", help="git ref to compare with (default: main)")
     ap.add_argument("--keep", type=Path, help="write each variant's findings (both trees) as JSON here")
     ap.add_argument("-v", "--verbose", action="store_true", help="also list the error findings both trees give")
+    ap.add_argument("-w", "--warnings", action="store_true",
+                    help="also list the warnings only this tree gives (not counted: a fair suspicion on a cut log)")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -170,7 +173,10 @@ def main(argv: list[str] | None = None) -> int:
         if new:
             listed += 1
             print(f"NEW ERROR {name}: {' '.join(new)}")
-        elif args.verbose and mine[name]["errors"]:
+        warn = sorted(set(mine[name]["warnings"]) - set(theirs[name]["warnings"]) - set(theirs[name]["errors"]))
+        if args.warnings and warn:
+            print(f"new warning {name}: {' '.join(warn)}")
+        if not new and args.verbose and mine[name]["errors"]:
             print(f"both      {name}: {' '.join(mine[name]['errors'])}")
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)

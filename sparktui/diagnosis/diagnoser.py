@@ -332,9 +332,14 @@ class Diagnoser:
                 fact = None  # NCCL fell back to sockets: its verbs warning was the probe, not the failure
             if fact is not None:
                 line, fid, why, text = fact
-                f = sc.raise_derived(fid, line, [why, text])
+                # the source's last words a death logged below error level: its fact is a warning too
+                quiet = lw is not None and lw.quiet and not stuck
+                f = sc.raise_derived(fid, line, [why, text], severity="warning" if quiet else None)
                 if f:
                     out.append(f)
+        if out and all(f.severity != "error" for f in out) and not hang_only \
+                and not any(f.severity == "error" for f in every):
+            return out  # a quiet death's facts: warnings, and nothing else to say
         if out or hang_only or any(f.severity == "error" for f in every):
             return out  # a recognised failure (a dead engine, a traceback, a fact) is not silent
         out = self._dead_or_unrecognised()
@@ -405,6 +410,8 @@ class Diagnoser:
             lw = self._unrecovered(sc, failure(window))
             if lw is None:
                 continue
+            # a death its logger reported below error level: a warning, whatever names it
+            sev = "warning" if lw.quiet else None
             if lw.exc_class:
                 # the exception's shape may name an id this source raised only as a suspicion (the
                 # phase the log ended in, a warning): the exception it died of makes it an error
@@ -420,7 +427,7 @@ class Diagnoser:
                 if fid is not None and fid in ents:
                     # no traceback head around it (a paste that kept only the last words): the
                     # exception's class and message still name the cause
-                    f = sc.raise_derived(fid, lw.line, [f"the exception it died of: {lw.text}"])
+                    f = sc.raise_derived(fid, lw.line, [f"the exception it died of: {lw.text}"], severity=sev)
                     if f:
                         out.append(f)
                     continue
@@ -429,7 +436,7 @@ class Diagnoser:
                 # tool's "ptxas fatal : ... sm_121a" names the same cause as the exception would)
                 fid = default_shapes().classify("", lw.message)
                 if fid is not None and fid in ents:
-                    f = sc.raise_derived(fid, lw.line, [f"the error it ended with: {lw.text}"])
+                    f = sc.raise_derived(fid, lw.line, [f"the error it ended with: {lw.text}"], severity=sev)
                     if f:
                         out.append(f)
                     continue
@@ -439,7 +446,7 @@ class Diagnoser:
                 # an inference engine's process reported dead in words no pattern knows, and nothing
                 # before it (a stall, a warning) to explain it: the engine's death
                 f = sc.raise_derived("engine_dead", lw.line, [f"{comp}: {lw.text}"],
-                                     title=f"{comp} process died")
+                                     title=f"{comp} process died", severity=sev)
                 if f:
                     out.append(f)
                 continue
@@ -447,7 +454,7 @@ class Diagnoser:
                     and not any(f.severity != "info" for f in sc.findings):
                 # Ray's own core (raylet, GCS) reporting a node or worker dead: the cluster lost it
                 f = sc.raise_derived("ray_worker_missing", lw.line, [f"{comp}: {lw.text}"],
-                                     title="Ray reported a node or worker dead")
+                                     title="Ray reported a node or worker dead", severity=sev)
                 if f:
                     out.append(f)
                 continue
@@ -458,7 +465,7 @@ class Diagnoser:
                 # whatever its words, creating the communicator is what failed
                 f = sc.raise_derived("nccl_comm_init_failed", lw.line,
                                      [f"last words ({lw.kind}), during {phase}: {lw.text}"],
-                                     title=f"NCCL communicator setup failed: {what[:120]}")
+                                     title=f"NCCL communicator setup failed: {what[:120]}", severity=sev)
                 if f:
                     out.append(f)
                 continue
@@ -474,7 +481,7 @@ class Diagnoser:
             ev = [f"last words ({lw.kind}): {lw.text}",
                   f"exception: {lw.exc_class or 'none'}; phase: {phase or 'unknown'}; component: {comp or 'unknown'}"]
             ev += [f"{n}: {t}" for n, t in window[-5:]]
-            f = sc.raise_derived(fid, lw.line, ev, title=title)
+            f = sc.raise_derived(fid, lw.line, ev, title=title, severity=sev)
             if f:
                 out.append(f)
         return out

@@ -61,6 +61,25 @@ _ERROR_MARK = re.compile(
     r"|\bMPI_ERRORS_ARE_FATAL\b|\bMPI_ABORT was invoked\b|\*\*\* An error occurred in MPI_\w+"
     r"|\b(?:Test )?NCCL failure\b"
 )
+# a C library's status enum that is a failure, on a line of any wording: NCCL's ncclResult_t, the
+# CUDA runtime's and driver's, the CUDA libraries' *_STATUS_*, HIP's, MPI's, the GPU driver's NV_ERR_*,
+# NVML's (not NOT_SUPPORTED: how a GB10 answers every memory query); and a failed C call: "f(...)
+# failed", "connect() to host failed", "Call to ibv_x failed", nccl-tests' "Cuda failure file.cu:N"
+_STATUS = re.compile(
+    r"\bnccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b"
+    r"|\bCUDA_ERROR_(?!NOT_READY\b)[A-Z_]{3,}\b|\bcudaError(?!Success\b|NotReady\b)[A-Z]\w+"
+    r"|\b(?:CUBLAS|CUDNN|CUSPARSE|CUSOLVER|CUFFT|CURAND|CUTENSOR|NVJPEG)_STATUS_(?!SUCCESS\b)[A-Z_]+"
+    r"|\bhipError(?!Success\b|NotReady\b)[A-Z]\w+|\bMPI_ERR_[A-Z_]+|\bNV_ERR_[A-Z_]+"
+    r"|\bNVML_ERROR_(?!NOT_SUPPORTED\b)[A-Z_]+"
+    r"|\b[A-Za-z_]\w{1,60}\([^()\n]{0,120}\)(?: (?:to|on|for|with|of) [^\s()]{1,120})?:? (?:failed|returned (?:error|-?[1-9]\d*))\b"
+    r"|\bCall to \w+ failed\b"
+    r"|\b(?:Cuda|CUDA|NCCL|NVML|MPI|HIP|cuDNN|cuBLAS) (?:failure|error) (?:\d+ )?(?:at |in )?[\w./-]+\.(?:c|cc|cpp|cu|h|hpp)[:(]\d+"
+)
+# the cheap gate of _STATUS (one of these is in every line it matches)
+_STATUS_GATE = ("nccl", "CUDA_ERROR_", "cudaError", "_STATUS_", "hipError", "MPI_ERR_", "NV_ERR_", "NVML_ERROR_",
+                ") failed", ") returned", "failed", "failure", "error ")
+# a line NCCL printed at its own INFO level (a retried call, a probe): never a failure by itself
+_NCCL_QUIET = re.compile(r"\bNCCL (?:INFO|TRACE)\b")
 # a level word leading the message ("ERROR: ...", "[ERROR] ...", "FATAL ...", "Error: ...")
 _LEVEL_WORD = re.compile(
     r"^\[?(?P<lvl>ERROR|FATAL|CRITICAL|Error|Fatal|fatal error)\]?[:\s]"
@@ -103,13 +122,17 @@ _EXIT_WORDS = re.compile(r"\bnon-zero (?:exit|return) (?:code|status)\b|\bcode=e
                          r"|\bFailed with result '(?:exit-code|signal|core-dump|oom-kill)'")
 # a process death: the kernel's or the shell's words, a fatal signal by name or number, a core dump
 _DEATH = re.compile(
-    r"(?:^Killed\b|\bKilled\s*$|\bSegmentation fault\b|\bcore dumped\b|\bBus error\b|^Aborted\b|\bIllegal instruction\b"
+    r"(?:^Killed\b|\bKilled\s*$|\bSegmentation fault\b|\bcore dumped\b|\bBus error\b|^Aborted(?!\s+\w)|\bIllegal instruction\b"
     r"|\bterminate called after throwing\b|\b(?i:SIG(?:KILL|SEGV|ABRT|BUS|ILL|FPE|QUIT))\b"
     # glibc's heap checks abort the process
     r"|\b(?:free|malloc|realloc|munmap_chunk)\(\): \w|\bdouble free or corruption\b"
     r"|\b(?:killed|terminated) by signal\b|\bsignal (?:6|7|9|11)\b"
     r"|\bdied (?:unexpectedly|with|abnormally)|\bis (?:already )?dead\b|\bhas died\b|\bwas killed\b"
     r"|\b(?:been |was )?marked (?:as )?dead\b"
+    # a process that ended on its own when nobody asked it to ("Termination is unexpected")
+    r"|\b(?:terminated|exited|stopped|crashed|quit) unexpectedly\b|\b[Tt]ermination is unexpected\b"
+    # the kernel's OOM killer (dmesg, journald's kernel lines)
+    r"|\bKilled process \d+\b|\boom-kill(?:er)?\b|\boom_reaper\b"
     # systemd's report of a unit's main process killed by a fatal signal
     r"|\bcode=(?:killed|dumped), status=(?:6|7|9|11)\b)"
 )
@@ -149,13 +172,45 @@ class LastWords:
     kind: str  # "exception" | "error line" | "non-zero exit" | "process death" | "traceback"
     exc_class: str
     message: str
+    # a death its logger reported below error level (Ray's core at I/W, a warning): the last words,
+    # but the logger did not call it an error (reported as a warning)
+    quiet: bool = False
+
+
+# prefixes the hot path's lineprefix does not read, peeled here (end of input, the window only): a
+# launcher's bracketed name ("[vllm]: ", never a level), horovodrun's "[1]<stderr>:", a bare time of
+# day ("09:14:37 "); then lineprefix reads what follows them (a rank, an actor, a logger's header)
+_MORE_PREFIX = re.compile(
+    r"^(?:\[\d{1,5}(?:,\d{1,5})?\]<std(?:out|err)>: ?"
+    r"|\[(?!(?:ERROR|FATAL|CRITICAL|WARN|WARNING|INFO|DEBUG|[EFWI])\])[\w.@-]{1,64}\]: ?(?=\S)"
+    r"|\d\d:\d\d:\d\d(?:[.,]\d{1,9})? +(?=\S))"
+)
+# after such a prefix, a level word leading the message ("09:14:37 INFO ...")
+_LEAD_LEVEL = re.compile(r"^(?P<lvl>INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|FATAL)\b:? ")
+# a prefix with no message after it (a Ray/vLLM actor's, a compose service's): a blank line
+_BARE_PREFIX = re.compile(r"^(?:\([^()\n]{0,160}?\b(?:pid|ip)=[^()\n]{0,160}?\)|[\w.-]{1,64}\s+\|)$")
 
 
 def _body(text: str) -> tuple[str, str]:
     """(logger level, message body) of a raw line."""
     sig, body = lineprefix.split(lineprefix.clean(text[:MAX_BODY]))
     parts = sig.split("|")
-    return (parts[1] if len(parts) > 1 else ""), body.strip()
+    level = parts[1] if len(parts) > 1 else ""
+    if body[:1] in "[0123456789(" or body[-1:] in ")|":
+        peeled = False
+        for _ in range(3):
+            m = _MORE_PREFIX.match(body)
+            if m is None:
+                break
+            peeled = True
+            sig2, body = lineprefix.split(body[m.end():])
+            parts = sig2.split("|")
+            level = (parts[1] if len(parts) > 1 else "") or level
+        if peeled and not level and (w := _LEAD_LEVEL.match(body)) is not None:
+            level = w["lvl"]
+        if _BARE_PREFIX.match(body.strip()):
+            return level, ""
+    return level, body.strip()
 
 
 def _nonblank(window: Sequence[tuple[int, str]]) -> list[tuple[int, str, str, str]]:
@@ -188,6 +243,9 @@ def read_line(level: str, body: str) -> tuple[str, str, str] | None:
         return "process death", "", body
     g = _ERROR_MARK.search(body)
     if level in _BAD_LEVELS or g is not None or _STRUCTURED.search(body):
+        return "error line", "", body
+    if any(x in body for x in _STATUS_GATE) and _STATUS.search(body) and not _NCCL_QUIET.search(body) \
+            and not _QUIET_BRACKET.search(body):
         return "error line", "", body
     if _TOOLCHAIN.match(body):
         return "error line", "", body
@@ -262,16 +320,36 @@ def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
         kind, cls, msg = got
         if found is None or (found.kind != "exception" and kind == "exception"):
             found = LastWords(n, t.strip(), kind, cls, msg)
-    if found is None and lines and _NCCL_WARN.search(lines[-1][3]) and not _PROBE.search(lines[-1][3]):
-        # the log's very last line is NCCL's own error level: the paste (or the process) stops at
-        # NCCL's complaint; a WARN that NCCL recovers from is followed by more of its output
-        n, t, _, body = lines[-1]
-        found = LastWords(n, t.strip(), "error line", "", body[_NCCL_WARN.search(body).end():].strip() or body)
+    if found is None:
+        warn = _last_nccl_warn(last)
+        if warn is not None:
+            # NCCL's own error level is the last thing NCCL printed: the paste (or the process)
+            # stops at NCCL's complaint, whatever was pasted after it (a command's output: no NCCL
+            # line, no logger's level); a WARN that NCCL recovers from is followed by more of its output
+            n, t, _, body = warn
+            found = LastWords(n, t.strip(), "error line", "", body[_NCCL_WARN.search(body).end():].strip() or body)
     if found is None:
         tb = [x for x in last if _TRACEBACK.search(x[3]) and x[0] not in handled]
         if tb:  # the log ends inside a traceback's frames (its exception never printed)
             n, t, _, _ = tb[-1]
-            found = LastWords(n, t.strip(), "traceback", "", "the log ends inside a traceback")
+            # the last frame's source line may be the raise itself: its class and message are the
+            # exception's ("raise RuntimeError(f\"NCCL error: {e}\")")
+            r = next((_RAISE.match(x[3]) for x in last if x[0] > n and _RAISE.match(x[3])), None)
+            found = LastWords(n, t.strip(), "traceback", r["cls"] if r else "",
+                              r["msg"] if r else "the log ends inside a traceback")
+    if found is None:
+        # a death its logger reported below error level, with nothing after it but more of the same
+        # or teardown: a warning (Ray's core reports a dead actor at I, a terminated raylet at W)
+        for k in range(len(last) - 1, -1, -1):
+            n, t, level, body = last[k]
+            if n not in handled and (level in _QUIET_LEVELS or _QUIET_BRACKET.search(body)) \
+                    and _DEATH.search(body) and not is_shutdown_request(t):
+                found = LastWords(n, t.strip(), "process death", "", body, quiet=True)
+                break
+            # only a logger's lines (at its quiet levels) or indented ones (a state dump) may follow
+            # it: the program's own output after it ("success!") says it went on
+            if not (level or t[:1] in " \t" or _QUIET_BRACKET.search(body)):
+                break
     if found is None or shutdown_before(window, found.line) is not None:
         return None
     if found.kind == "exception" and found.message.endswith("{"):
@@ -321,8 +399,13 @@ def _json_record(found: LastWords, lines: Sequence[tuple[int, str, str, str]]) -
 
 # a native stack dump a C++ runtime prints as it aborts (glog's "*** Check failure stack trace: ***",
 # Ray's spdlog "*** StackTrace Information ***", "*** Begin stack trace ***"), then one frame a line
-_STACK_HEAD = re.compile(r"(?i)^\*\*\* .{0,40}\bstack ?trace\b.{0,40}\*\*\*$")
+_STACK_HEAD = re.compile(r"(?i)^\*\*\* .{0,40}\bstack ?trace\b.{0,40}\*\*\*$"
+                         # torch's C++ exception: "Exception raised from X at file.cpp:N (most recent call first):"
+                         r"|^Exception raised from \S+ at \S+ \(most recent call first\):$")
 _FRAME = re.compile(r"^(?:\S+|@\s+0x[0-9a-f]+\b.*|#\d+\s+0x[0-9a-f]+\b.*|\S*\(\S*\)\s*\[0x[0-9a-f]+\])$")
+# torch's C++ frames ("frame #3: c10d::ProcessGroupNCCL::... + 0x35d (0x7f.. in /x/libtorch_cuda.so)"):
+# a dump of them ends a log with or without its head
+_TORCH_FRAME = re.compile(r"^frame #\d+: ")
 
 
 def _before_native_stack(lines: list[tuple[int, str, str, str]]) -> list[tuple[int, str, str, str]]:
@@ -334,10 +417,28 @@ def _before_native_stack(lines: list[tuple[int, str, str, str]]) -> list[tuple[i
             return lines[:k]
         if not _FRAME.match(body):
             break
+    k = len(lines)
+    while k > 0 and k > len(lines) - 200 and _TORCH_FRAME.match(lines[k - 1][3]):
+        k -= 1
+    if k < len(lines):
+        return lines[:k - 1] if k > 0 and _STACK_HEAD.match(lines[k - 1][3]) else lines[:k]
     return lines
 
 
 _NCCL_WARN = re.compile(r"\bNCCL WARN\b")
+_RAISE = re.compile(r"^raise (?P<cls>[A-Z]\w*(?:Error|Exception|Failure|Timeout)\w*)\(f?[\"'](?P<msg>[^\"'\n]{1,300})")
+
+
+def _last_nccl_warn(last: list[tuple[int, str, str, str]]) -> tuple[int, str, str, str] | None:
+    """The last of ``last`` when it is an NCCL WARN (not a probe's), or the last NCCL WARN when
+    nothing after it is NCCL's or a logger's (a command's output pasted after it)."""
+    for k in range(len(last) - 1, -1, -1):
+        n, t, level, body = last[k]
+        if _NCCL_WARN.search(body):
+            return last[k] if not _PROBE.search(body) else None
+        if "NCCL" in body or level or _QUIET_BRACKET.search(body) or read_line(level, body) is not None:
+            return None
+    return None
 # a library probed with dlopen (libibverbs, a net plugin) that is not there: NCCL goes on without it
 _PROBE = re.compile(r"\bFailed to open lib[\w.-]*\.so|\bNET/Plugin\b|\bnet\.cc:\d+ NCCL WARN\b")
 _TB_HEAD = re.compile(r"^Traceback \(most recent call last\)")
@@ -490,6 +591,21 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # MPI/world size (or rank count) compared with tp*pp, or the ranks asked for beyond those launched
     (re.compile(rf"(?i)\b{_WORLD}\s*\)?\s*{_EQ}\s*\(?\s*{_TPXPP}|{_TPXPP}\s*\)?\s*{_EQ}\s*\(?\s*{_WORLD}"),
      "world_size_mismatch", "the launched world size does not match tp*pp"),
+    # the CUDA runtime's and driver's own status for a driver older than the runtime (the enum or
+    # the runtime's fixed strerror text), whoever prints it
+    (re.compile(r"\bcudaErrorInsufficientDriver\b|\bCUDA_ERROR_INSUFFICIENT_DRIVER\b"
+                r"|\bCUDA driver version is insufficient for CUDA runtime version\b"),
+     "cuda_driver_too_old", "the CUDA driver is older than the runtime (cudaErrorInsufficientDriver)"),
+    # ... and for no GPU at all
+    (re.compile(r"\bcudaErrorNoDevice\b|\bCUDA_ERROR_NO_DEVICE\b|\bno CUDA-capable device is detected\b"),
+     "no_gpu_visible", "CUDA sees no GPU (cudaErrorNoDevice)"),
+    # a failed call of the RDMA verbs library (ibv_*), whoever reports it: the RDMA setup failed
+    (re.compile(r"\b(?:Call to )?ibv_\w+(?:\(\))? failed\b|\bibv_\w+\([^()\n]{0,80}\) (?:failed|returned)"),
+     "nccl_ib_error", "a call of the RDMA verbs library (ibv_*) failed"),
+    # the kernel's OOM killer killing a process (dmesg / journald's kernel lines, a cgroup's limit)
+    (re.compile(r"\b(?:Out of memory|Memory cgroup out of memory): Killed process \d+|\binvoked oom-killer\b"
+                r"|\boom-kill:constraint=|\boom_reaper: reaped process \d+"),
+     "host_oom_killed", "the kernel's OOM killer killed a process"),
     # the RDMA provider library itself (libmlx5, rxe, EFA, ...) reporting a failed work completion:
     # a transfer on the RDMA fabric failed, whichever program drove it
     (re.compile(r"^(?:lib)?(?:mlx[45]|rxe|efa|bnxt_re|irdma|hns)\w*: [^\n]{0,80}\b(?:completion with error|CQE error)"),
@@ -498,7 +614,8 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
 # facts that are a failure by themselves when a log ends on them, with no exception or error level
 # around them: the driver's out-of-memory status, the RDMA provider's failed completion (not NCCL's
 # own verbs WARNs: a probe for a library that is absent is one, and NCCL goes on without it)
-_TERMINAL_WHY = frozenset({"the GPU driver could not allocate memory", "the RDMA provider reported a failed work completion"})
+_TERMINAL_WHY = frozenset({"the GPU driver could not allocate memory", "the RDMA provider reported a failed work completion",
+                           "the kernel's OOM killer killed a process"})
 # facts that stand even at WARNING level: a native extension that did not load (an undefined symbol)
 # is a broken install whether or not the program went on (as a warning then)
 QUIET_FACT_IDS = frozenset({"broken_install"})
