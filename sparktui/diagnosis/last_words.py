@@ -573,6 +573,15 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"(?i)(?:^|\bFatal Python error: |\bkilled by signal:? |\*\*\* )(?:Bus error|SIGBUS)\b"
                 r"|\bBus error \(core dumped\)|\bSIGBUS received\b|\bsignal 7 \(SIGBUS\)"),
      "shm_too_small", "a process died of SIGBUS (a shared-memory mapping that /dev/shm could not back)"),
+    # a CUDA driver API entry point (cuXxx, cuXxx_v3) missing from the driver's own library
+    # (libcuda / nvcuda): the installed driver predates the runtime that asks for it
+    (re.compile(r"\bcu[A-Z]\w{2,40}\b[^\n]{0,80}\b(?:not found|failed|missing|undefined)"
+                r"[^\n]{0,200}\b(?:libcuda\S*|nvcuda\S*)|\b(?:libcuda\S*|nvcuda\S*)[^\n]{0,200}"
+                r"\b(?:symbol lookup for|undefined symbol:?|could not find symbol|missing symbol) cu[A-Z]\w{2,40}"),
+     "cuda_driver_too_old", "a CUDA driver API symbol is missing from the driver's library"),
+    # a shell's (or a launcher's) exit status 127: a program, or a library it links against, not found
+    (re.compile(r"(?i)\bexit(?:ed)?(?: with)? (?:status|code)[:= ]*127\b|\bexit_?code[:= ]*127\b"),
+     "broken_install", "exit status 127: a program or a library it needs was not found"),
     # the dynamic loader: a binary built against another torch/CUDA/Python (an ABI mismatch)
     # (macOS's dyld says "Symbol not found:" / "Library not loaded:")
     (re.compile(r"\bundefined symbol: \S+|\bsymbol lookup error\b|\bGLIBC(?:XX)?_[\d.]+' not found"
@@ -618,7 +627,7 @@ _TERMINAL_WHY = frozenset({"the GPU driver could not allocate memory", "the RDMA
                            "the kernel's OOM killer killed a process"})
 # facts that stand even at WARNING level: a native extension that did not load (an undefined symbol)
 # is a broken install whether or not the program went on (as a warning then)
-QUIET_FACT_IDS = frozenset({"broken_install"})
+QUIET_FACT_IDS = frozenset({"broken_install", "cuda_driver_too_old"})
 
 
 # NCCL's own WARN lines by the subsystem that printed them (its source file, or the subsystem tag it
@@ -712,6 +721,67 @@ def retrying_connect(window: Sequence[tuple[int, str]], known: Iterable[str]) ->
     return None
 
 
+# a connect (a join, a reach) that failed, in a line of any level or wording
+_CONNECT_FAIL = re.compile(
+    r"(?i)\b(?:fail(?:ed|ure|s)?|unable|could ?n[o']t|cannot|can't|timed out|timeout)\b[^\n]{0,40}?\b(?:to )?(?:connect|reach|join)\w*"
+    r"|\bconnect\w*\b[^\n]{0,80}?\b(?:failed|refused|timed out|timeout|unreachable)\b")
+# a retry counter: "Retrying ... 5/6", "attempt 3 of 10", "retry 2 out of 5"
+_RETRY_COUNT = re.compile(r"(?i)\b(?:retry|retrying|retries|attempt|attempts|trial)\b[^\n]{0,80}?\b(?P<k>\d{1,4}) ?(?:/|of|out of) ?(?P<n>\d{1,4})\b")
+# a wait loop's words (the same line printed again and again, only its numbers changing)
+_WAITING = re.compile(r"(?i)\bwaiting (?:for|on|until)\b|\bretrying\b|\bretry in\b|\bunable to\b|\bfailed to\b"
+                      r"|\bnot (?:yet )?(?:ready|available)\b")
+_NUMBERS = re.compile(r"\d+(?:[.,:]\d+)*|0x[0-9a-f]+")
+# what was waited for, by what the line names: (pattern, id)
+_AWAITED = (
+    (re.compile(r"(?i)\bGCS\b|\braylet\b|\bray (?:cluster|head)\b"), "ray_gcs_unreachable"),
+    (re.compile(r"(?i)\bplacement group\b"), "ray_placement_group_stuck"),
+    (re.compile(r"(?i)\brendezvous\b|\bTCPStore\b|\bc10d\b|\bMASTER_ADDR\b|\binit_process_group\b"
+                r"|\b(?:tcp )?store\b"), "rendezvous_timeout"),
+)
+
+
+def stopped_waiting(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tuple[int, str, str, str] | None:
+    """(line, id, why, text) when a log stops while its program waits for something that never
+    came, at whatever level and in whatever words: its last line a connect that failed (no errno
+    needed), a retry counter (k of n), or the same waiting line again and again with only its
+    numbers changing.  The id is named by what was awaited (Ray's GCS, a placement group, the
+    rendezvous store), else ``unrecognised_failure``: a warning, the program may still get there."""
+    rows = _nonblank(window)
+    noise = teardown(rows)
+    rows = [r for r in rows if r[0] not in noise][-LAST:]
+    if not rows:
+        return None
+    ids = set(known)
+    what = ""
+    hit: tuple[int, str, str, str] | None = None
+    tail = rows[-2:]
+    for r in reversed(tail):
+        body = r[3]
+        if _QUIET_BRACKET.search(body):
+            continue  # torch c10d's own [W ...] socket notices: a connect it retries another way
+        if _CONNECT_FAIL.search(body):
+            hit, what = r, "the log stops at a connect that failed"
+            break
+        m = _RETRY_COUNT.search(body)
+        # at least half of its retries spent (a slow start-up polls on at 10 of 100)
+        if m is not None and 0 < int(m["n"]) <= 2 * int(m["k"]) and int(m["k"]) <= int(m["n"]):
+            hit, what = r, f"the log stops at retry {m['k']} of {m['n']}"
+            break
+    if hit is None:
+        same = [r for r in rows if _NUMBERS.sub("#", r[3]) == _NUMBERS.sub("#", rows[-1][3])]
+        if len(same) >= 3 and _WAITING.search(rows[-1][3]) and rows[-len(same):] == same[-len(same):]:
+            hit, what = rows[-1], f"the log stops in a wait loop ({len(same)} times the same line)"
+    if hit is None:
+        return None
+    near = " ".join(r[3] for r in rows[-4:])
+    for rx, fid in _AWAITED:
+        if fid in ids and rx.search(near):
+            return hit[0], fid, what, hit[1].strip()
+    if "unrecognised_failure" in ids:
+        return hit[0], "unrecognised_failure", what, hit[1].strip()
+    return None
+
+
 def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tuple[int, str, str, str, str] | None:
     """For a log that nothing else spoke about (no failure shape, no finding): (line, id, why, text,
     severity) of a fact that names a cause by itself.  The kernel's impossible CMA numbers (an
@@ -730,6 +800,9 @@ def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tup
     if got is not None:
         return (*got, "warning")
     got = facts(window, QUIET_FACT_IDS & ids, quiet=True)
+    if got is not None:
+        return (*got, "warning")
+    got = stopped_waiting(window, ids)
     if got is not None:
         return (*got, "warning")
     return None
