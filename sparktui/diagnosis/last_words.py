@@ -721,6 +721,40 @@ def retrying_connect(window: Sequence[tuple[int, str]], known: Iterable[str]) ->
     return None
 
 
+# the KV cache's size as the engine printed it (vLLM's concurrency at the longest request, its GPU
+# blocks, its KV memory; SGLang's profiled token count): numbers, whatever the sentence
+_KV_SIZE = re.compile(
+    r"\bMaximum concurrency for [\d,]+ tokens per request: (?P<conc>[\d.]+)x"
+    r"|# GPU blocks: (?P<blocks>-?\d+)\b"
+    r"|\bAvailable KV cache memory: (?P<gib>-?[\d.]+) GiB"
+    r"|\b(?:the )?profiled value (?P<profiled>-?\d+)\b|\bmax_total_num_tokens=(?P<total>-?\d+)\b")
+
+
+def kv_too_small(window: Sequence[tuple[int, str]]) -> tuple[int, str, str, str] | None:
+    """(line, "kv_cache_oom", why, text) when the engine's own numbers say its KV cache cannot hold
+    one request: a concurrency below 1x at the longest request, no GPU blocks, a KV memory or a
+    profiled token budget of zero or less; None otherwise."""
+    for n, t in reversed(window):
+        if "oncurrency" not in t and "blocks" not in t and "KV cache memory" not in t and "profiled" not in t \
+                and "max_total_num_tokens" not in t:
+            continue
+        m = _KV_SIZE.search(t)
+        if m is None:
+            continue
+        if m["conc"] is not None and float(m["conc"]) < 1.0:
+            why = f"the KV cache holds {m['conc']}x of the longest request: not one fits"
+        elif m["blocks"] is not None and int(m["blocks"]) <= 0:
+            why = f"{m['blocks']} GPU blocks for the KV cache"
+        elif m["gib"] is not None and float(m["gib"]) <= 0:
+            why = f"{m['gib']} GiB left for the KV cache"
+        elif (v := m["profiled"] or m["total"]) is not None and int(v) <= 0:
+            why = f"a KV cache of {v} tokens"
+        else:
+            continue
+        return n, "kv_cache_oom", why, t.strip()
+    return None
+
+
 # a connect (a join, a reach) that failed, in a line of any level or wording
 _CONNECT_FAIL = re.compile(
     r"(?i)\b(?:fail(?:ed|ure|s)?|unable|could ?n[o']t|cannot|can't|timed out|timeout)\b[^\n]{0,40}?\b(?:to )?(?:connect|reach|join)\w*"
@@ -800,6 +834,9 @@ def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tup
     if got is not None:
         return (*got, "warning")
     got = facts(window, QUIET_FACT_IDS & ids, quiet=True)
+    if got is not None:
+        return (*got, "warning")
+    got = kv_too_small(window) if "kv_cache_oom" in ids else None
     if got is not None:
         return (*got, "warning")
     got = stopped_waiting(window, ids)
