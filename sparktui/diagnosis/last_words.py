@@ -67,7 +67,9 @@ _ERROR_MARK = re.compile(
 # failed", "connect() to host failed", "Call to ibv_x failed", nccl-tests' "Cuda failure file.cu:N"
 _STATUS = re.compile(
     r"\bnccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b"
-    r"|\bCUDA_ERROR_(?!NOT_READY\b)[A-Z_]{3,}\b|\bcudaError(?!Success\b|NotReady\b)[A-Z]\w+"
+    # (not a status that says nothing failed: polled for, peer access already set up)
+    r"|\bCUDA_ERROR_(?!NOT_READY\b|PEER_ACCESS_(?:ALREADY_ENABLED|NOT_ENABLED)\b)[A-Z_]{3,}\b"
+    r"|\bcudaError(?!Success\b|NotReady\b|PeerAccess(?:AlreadyEnabled|NotEnabled)\b)[A-Z]\w+"
     r"|\b(?:CUBLAS|CUDNN|CUSPARSE|CUSOLVER|CUFFT|CURAND|CUTENSOR|NVJPEG)_STATUS_(?!SUCCESS\b)[A-Z_]+"
     r"|\bhipError(?!Success\b|NotReady\b)[A-Z]\w+|\bMPI_ERR_[A-Z_]+|\bNV_ERR_[A-Z_]+"
     r"|\bNVML_ERROR_(?!NOT_SUPPORTED\b)[A-Z_]+"
@@ -343,7 +345,7 @@ def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
         for k in range(len(last) - 1, -1, -1):
             n, t, level, body = last[k]
             if n not in handled and (level in _QUIET_LEVELS or _QUIET_BRACKET.search(body)) \
-                    and _DEATH.search(body) and not is_shutdown_request(t):
+                    and _DEATH.search(body) and _UNEXPECTED.search(body) and not is_shutdown_request(t):
                 found = LastWords(n, t.strip(), "process death", "", body, quiet=True)
                 break
             # only a logger's lines (at its quiet levels) or indented ones (a state dump) may follow
@@ -426,6 +428,10 @@ def _before_native_stack(lines: list[tuple[int, str, str, str]]) -> list[tuple[i
 
 
 _NCCL_WARN = re.compile(r"\bNCCL WARN\b")
+# a death logged below error level counts when its words say nobody meant it (old Rays warn "a worker
+# died or was killed" at every exit): unexpected, abnormal, a fatal signal, a core dump, the OOM killer
+_UNEXPECTED = re.compile(r"(?i)\bunexpected(?:ly)?\b|\babnormal(?:ly)?\b|\bSIG(?:KILL|SEGV|ABRT|BUS|ILL|FPE)\b"
+                         r"|\bsignal (?:6|7|9|11)\b|\bcore dumped\b|\bSegmentation fault\b|\bKilled process \d+|\boom")
 _RAISE = re.compile(r"^raise (?P<cls>[A-Z]\w*(?:Error|Exception|Failure|Timeout)\w*)\(f?[\"'](?P<msg>[^\"'\n]{1,300})")
 
 
