@@ -112,13 +112,30 @@ def diagnose(case: Case, bare: bool = False) -> list[str]:
     return [f"{f.id}:{f.severity}" for f in dg.findings]
 
 
+def _info_ids() -> set[str]:
+    from sparktui.diagnosis.catalogue import default_catalogue
+
+    return {i for i, e in default_catalogue().entries.items() if e.severity == "info"}
+
+
+def _named(c: Case, facts: set[str]) -> list[str]:
+    """The ids a case's diagnosis named, as a user reads them: errors and warnings in their order; an
+    info finding counts only where the case's root cause is itself an info-level fact (nvidia-smi
+    reporting no memory on a GB10), and then after every error and warning."""
+    named = [f.split(":")[0] for f in c.found if not f.endswith(":info")]
+    if c.expect[0] in facts and f"{c.expect[0]}:info" in c.found:
+        named.append(c.expect[0])
+    return named
+
+
 def score(cases: list[Case]) -> dict:
     fail = [c for c in cases if not c.healthy]
     healthy = [c for c in cases if c.healthy]
     per: dict[str, dict] = defaultdict(lambda: {"n": 0, "any": 0, "top1": 0, "silent": 0})
     any_ok = top_ok = 0
+    facts = _info_ids()
     for c in fail:
-        named = [f.split(":")[0] for f in c.found if not f.endswith(":info")]
+        named = _named(c, facts)
         a = bool(set(c.expect) & set(named))
         t = bool(named) and named[0] == c.expect[0]
         any_ok += a
@@ -129,7 +146,7 @@ def score(cases: list[Case]) -> dict:
         row["top1"] += t
         row["silent"] += not named
     clean = sum(1 for c in healthy if not any(f.endswith(":error") for f in c.found))
-    silent = sum(1 for c in fail if not any(not f.endswith(":info") for f in c.found))
+    silent = sum(1 for c in fail if not _named(c, facts))
     return {
         "cases": len(cases), "failures": len(fail), "healthy": len(healthy),
         "any": round(any_ok / len(fail), 3) if fail else None,
