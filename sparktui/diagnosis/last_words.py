@@ -20,7 +20,7 @@ last words either.  A log whose very last line is an NCCL WARN stops at NCCL's c
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
 from . import lineprefix
@@ -123,21 +123,27 @@ _EXIT = re.compile(
 _EXIT_WORDS = re.compile(r"\bnon-zero (?:exit|return) (?:code|status)\b|\bcode=exited, status=[1-9]\d*\b"
                          r"|\bFailed with result '(?:exit-code|signal|core-dump|oom-kill)'")
 # a process death: the kernel's or the shell's words, a fatal signal by name or number, a core dump
-_DEATH = re.compile(
-    r"(?:^Killed\b|\bKilled\s*$|\bSegmentation fault\b|\bcore dumped\b|\bBus error\b|^Aborted(?!\s+\w)|\bIllegal instruction\b"
+_DEATH_WORDS = (
+    r"\bSegmentation fault\b|\bcore dumped\b|\bBus error\b|\bIllegal instruction\b"
     r"|\bterminate called after throwing\b|\b(?i:SIG(?:KILL|SEGV|ABRT|BUS|ILL|FPE|QUIT))\b"
     # glibc's heap checks abort the process
     r"|\b(?:free|malloc|realloc|munmap_chunk)\(\): \w|\bdouble free or corruption\b"
     r"|\b(?:killed|terminated) by signal\b|\bsignal (?:6|7|9|11)\b"
     r"|\bdied (?:unexpectedly|with|abnormally)|\bis (?:already )?dead\b|\bhas died\b|\bwas killed\b"
     r"|\b(?:been |was )?marked (?:as )?dead\b"
-    # a process that ended on its own when nobody asked it to ("Termination is unexpected")
-    r"|\b(?:terminated|exited|stopped|crashed|quit) unexpectedly\b|\b[Tt]ermination is unexpected\b"
-    # the kernel's OOM killer (dmesg, journald's kernel lines)
-    r"|\bKilled process \d+\b|\boom-kill(?:er)?\b|\boom_reaper\b"
     # systemd's report of a unit's main process killed by a fatal signal
-    r"|\bcode=(?:killed|dumped), status=(?:6|7|9|11)\b)"
+    r"|\bcode=(?:killed|dumped), status=(?:6|7|9|11)\b"
 )
+# deaths inferred from words alone (no signal, no level): a process that ended on its own when
+# nobody asked it to ("Termination is unexpected"), the kernel's OOM killer (dmesg, journald's kernel
+# lines); read as last words, but as structure alone (``LastWords.weak``: a warning)
+_DEATH_INFERRED = (
+    r"\b(?:terminated|exited|stopped|crashed|quit) unexpectedly\b|\b[Tt]ermination is unexpected\b"
+    r"|\bKilled process \d+\b|\boom-kill(?:er)?\b|\boom_reaper\b"
+)
+_DEATH = re.compile(rf"(?:^Killed\b|\bKilled\s*$|^Aborted(?!\s+\w)|{_DEATH_WORDS}|{_DEATH_INFERRED})")
+# the deaths a line says by itself (a signal, a core dump, the shell's "Killed"): an error
+_DEATH_SPOKEN = re.compile(rf"(?:^Killed\b|\bKilled\s*$|^Aborted(?!\s+\w)|{_DEATH_WORDS})")
 # a stop that someone asked for: what follows it (workers torn down, an engine "dead") is the stop
 _SHUTDOWN = re.compile(
     r"(?i)(?:\bSIG(?:TERM|INT)\b|\bsignal (?:15|2)\b|\bKeyboardInterrupt\b|\bCtrl\+?-?C\b|^\^C"
@@ -177,6 +183,11 @@ class LastWords:
     # a death its logger reported below error level (Ray's core at I/W, a warning): the last words,
     # but the logger did not call it an error (reported as a warning)
     quiet: bool = False
+    # read from structure alone: no catalogue pattern, no Python exception or traceback, no level
+    # field of its own at ERROR/FATAL/CRITICAL (a C status enum, a failed C call, a death inferred
+    # from words, NCCL's WARN before a paste, a level found only under a peeled prefix): weaker
+    # evidence, reported as a warning (a healthy log can carry such a line and go on)
+    weak: bool = False
 
 
 # prefixes the hot path's lineprefix does not read, peeled here (end of input, the window only): a
@@ -193,8 +204,9 @@ _LEAD_LEVEL = re.compile(r"^(?P<lvl>INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|FATAL
 _BARE_PREFIX = re.compile(r"^(?:\([^()\n]{0,160}?\b(?:pid|ip)=[^()\n]{0,160}?\)|[\w.-]{1,64}\s+\|)$")
 
 
-def _body(text: str) -> tuple[str, str]:
-    """(logger level, message body) of a raw line."""
+def _body(text: str, lead: bool = True) -> tuple[str, str]:
+    """(logger level, message body) of a raw line.  ``lead``: a level word that leads the message
+    once a prefix is peeled ("09:14:37 INFO ...") is its level (without it: only a logger's header)."""
     sig, body = lineprefix.split(lineprefix.clean(text[:MAX_BODY]))
     parts = sig.split("|")
     level = parts[1] if len(parts) > 1 else ""
@@ -208,11 +220,30 @@ def _body(text: str) -> tuple[str, str]:
             sig2, body = lineprefix.split(body[m.end():])
             parts = sig2.split("|")
             level = (parts[1] if len(parts) > 1 else "") or level
-        if peeled and not level and (w := _LEAD_LEVEL.match(body)) is not None:
+        if lead and peeled and not level and (w := _LEAD_LEVEL.match(body)) is not None:
             level = w["lvl"]
         if _BARE_PREFIX.match(body.strip()):
             return level, ""
     return level, body.strip()
+
+
+# the exception shapes that are no Python exception (a C++ what(), an engine's error, a Go/Rust panic)
+NOT_PYTHON = frozenset({"what()", "EngineError", "panic"})
+
+
+def _spoken(text: str, kind: str, cls: str) -> bool:
+    """Whether a line's failure (``read_line``'s kind and class) rests on what the line says
+    itself: read without the structural readings and without peeling the extra prefixes (an
+    exception, an exit status, a fatal signal, an error level), or, once peeled, a Python exception
+    or a logger's own header at an error level.  Otherwise it is structure alone (``LastWords.weak``)."""
+    sig, body = lineprefix.split(lineprefix.clean(text[:MAX_BODY]))
+    parts = sig.split("|")
+    if read_line((parts[1] if len(parts) > 1 else ""), body.strip(), inferred=False) is not None:
+        return True
+    level, body = _body(text, lead=False)
+    if level in _BAD_LEVELS:
+        return True
+    return kind == "exception" and cls not in NOT_PYTHON and read_line(level, body, inferred=False) is not None
 
 
 def _nonblank(window: Sequence[tuple[int, str]]) -> list[tuple[int, str, str, str]]:
@@ -224,8 +255,11 @@ def _nonblank(window: Sequence[tuple[int, str]]) -> list[tuple[int, str, str, st
     return out
 
 
-def read_line(level: str, body: str) -> tuple[str, str, str] | None:
-    """(kind, class, message) when one line says a process failed, else None."""
+def read_line(level: str, body: str, inferred: bool = True) -> tuple[str, str, str] | None:
+    """(kind, class, message) when one line says a process failed, else None.  ``inferred``: also
+    the readings of structure alone (a C status enum or a failed C call, a death inferred from its
+    words); without it, only what a line says by itself (an exception, an exit status, a fatal
+    signal, an error level)."""
     if level in _QUIET_LEVELS:
         return None  # logged below error level: something was handled or reported, not fatal
     if is_shutdown_request(body):
@@ -241,12 +275,12 @@ def read_line(level: str, body: str) -> tuple[str, str, str] | None:
         return ("non-zero exit", "", body) if m.group("code") not in ("0", "-0") else None
     if _EXIT_WORDS.search(body):
         return "non-zero exit", "", body
-    if _DEATH.search(body):
+    if (_DEATH if inferred else _DEATH_SPOKEN).search(body):
         return "process death", "", body
     g = _ERROR_MARK.search(body)
     if level in _BAD_LEVELS or g is not None or _STRUCTURED.search(body):
         return "error line", "", body
-    if any(x in body for x in _STATUS_GATE) and _STATUS.search(body) and not _NCCL_QUIET.search(body) \
+    if inferred and any(x in body for x in _STATUS_GATE) and _STATUS.search(body) and not _NCCL_QUIET.search(body) \
             and not _QUIET_BRACKET.search(body):
         return "error line", "", body
     if _TOOLCHAIN.match(body):
@@ -312,7 +346,11 @@ def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
         lines = [x for x in lines if x[0] not in noise]
     last = _before_native_stack(lines)[-LAST:]
     handled = _handled_tracebacks(lines)
+    # the readings a line makes by what it says itself (an exception, an exit status, a fatal
+    # signal, an error level, as read before any structural reading), and those of structure alone
+    # (``LastWords.weak``): a line of the first kind wins over any of the second, wherever it is
     found: LastWords | None = None
+    weak: LastWords | None = None
     for n, t, level, body in last:
         if n in handled:
             continue
@@ -320,16 +358,18 @@ def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
         if got is None:
             continue
         kind, cls, msg = got
+        if not _spoken(t, kind, cls):
+            if weak is None or (weak.kind != "exception" and kind == "exception"):
+                weak = LastWords(n, t.strip(), kind, cls, msg, weak=True)
+            continue
         if found is None or (found.kind != "exception" and kind == "exception"):
             found = LastWords(n, t.strip(), kind, cls, msg)
-    if found is None:
-        warn = _last_nccl_warn(last)
-        if warn is not None:
-            # NCCL's own error level is the last thing NCCL printed: the paste (or the process)
-            # stops at NCCL's complaint, whatever was pasted after it (a command's output: no NCCL
-            # line, no logger's level); a WARN that NCCL recovers from is followed by more of its output
-            n, t, _, body = warn
-            found = LastWords(n, t.strip(), "error line", "", body[_NCCL_WARN.search(body).end():].strip() or body)
+    warn = _last_nccl_warn(last) if found is None else None
+    if warn is not None and lines and warn[0] == lines[-1][0]:
+        # the log's very last line is NCCL's own error level: the paste (or the process) stops at
+        # NCCL's complaint; a WARN that NCCL recovers from is followed by more of its output
+        n, t, _, body = warn
+        found = LastWords(n, t.strip(), "error line", "", body[_NCCL_WARN.search(body).end():].strip() or body)
     if found is None:
         tb = [x for x in last if _TRACEBACK.search(x[3]) and x[0] not in handled]
         if tb:  # the log ends inside a traceback's frames (its exception never printed)
@@ -339,6 +379,15 @@ def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
             r = next((_RAISE.match(x[3]) for x in last if x[0] > n and _RAISE.match(x[3])), None)
             found = LastWords(n, t.strip(), "traceback", r["cls"] if r else "",
                               r["msg"] if r else "the log ends inside a traceback")
+    if found is None:
+        found = weak
+    if found is None and warn is not None:
+        # NCCL's WARN is the last thing NCCL printed, with a command's output pasted after it (no
+        # NCCL line, no logger's level): the paste may stop at NCCL's complaint, or NCCL went on
+        # where the paste does not show it: structure alone
+        n, t, _, body = warn
+        found = LastWords(n, t.strip(), "error line", "", body[_NCCL_WARN.search(body).end():].strip() or body,
+                          weak=True)
     if found is None:
         # a death its logger reported below error level, with nothing after it but more of the same
         # or teardown: a warning (Ray's core reports a dead actor at I, a terminated raylet at W)
@@ -355,7 +404,7 @@ def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
     if found is None or shutdown_before(window, found.line) is not None:
         return None
     if found.kind == "exception" and found.message.endswith("{"):
-        found = _json_record(found, lines)
+        found = replace(_json_record(found, lines), weak=found.weak)
     return found
 
 
@@ -477,10 +526,11 @@ _SENDING = re.compile(r"(?i)\bsen(?:d|ding|t)\b[^\n]{0,60}\bsig(?:nal|term|int)\
 def is_shutdown_request(text: str) -> bool:
     """A line saying this process was asked to stop (received SIGTERM/SIGINT, Ctrl+C, its own
     "shutting down" notice), not a death or a failure reported while it stopped."""
-    level, body = _body(text)
+    level, body = _body(text, lead=False)  # (a level word behind a peeled prefix: structure, no level)
     if not body or level in _BAD_LEVELS or not _SHUTDOWN.search(body) or _SENDING.search(body):
         return False
-    if _DEATH.search(body.replace("SIGINT", "").replace("SIGTERM", "")) or _EXIT.search(body):
+    # (a death the line says by itself: words alone, "terminated unexpectedly", do not unmake a request)
+    if _DEATH_SPOKEN.search(body.replace("SIGINT", "").replace("SIGTERM", "")) or _EXIT.search(body):
         return False
     exc = parse_exception(body)
     return exc is None or exc[0].endswith("KeyboardInterrupt")
@@ -626,6 +676,24 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"^(?:lib)?(?:mlx[45]|rxe|efa|bnxt_re|irdma|hns)\w*: [^\n]{0,80}\b(?:completion with error|CQE error)"),
      "nccl_ib_error", "the RDMA provider reported a failed work completion"),
 )
+# the facts read from structure alone (a status enum, a failed call, a killer's or a shell's words,
+# whoever printed them): a finding they name is an error only where the source's last words are
+# more than structure (or the input already has an error); otherwise a warning
+_INFERRED_WHY = frozenset({
+    "a CUDA driver API symbol is missing from the driver's library",
+    "exit status 127: a program or a library it needs was not found",
+    "the CUDA driver is older than the runtime (cudaErrorInsufficientDriver)",
+    "CUDA sees no GPU (cudaErrorNoDevice)",
+    "a call of the RDMA verbs library (ibv_*) failed",
+    "the kernel's OOM killer killed a process",
+})
+
+
+def inferred_fact(why: str) -> bool:
+    """Whether a fact (``facts``'s why) is read from structure alone (``_INFERRED_WHY``)."""
+    return why in _INFERRED_WHY
+
+
 # facts that are a failure by themselves when a log ends on them, with no exception or error level
 # around them: the driver's out-of-memory status, the RDMA provider's failed completion (not NCCL's
 # own verbs WARNs: a probe for a library that is absent is one, and NCCL goes on without it)
@@ -656,18 +724,19 @@ INIT_FACT_IDS = frozenset({"nccl_ib_error", "nccl_shm_error"})
 
 
 def facts(window: Sequence[tuple[int, str]], known: Iterable[str],
-          quiet: bool = False, terminal: bool = False) -> tuple[int, str, str, str] | None:
+          quiet: bool = False, terminal: bool = False, inferred: bool = True) -> tuple[int, str, str, str] | None:
     """(line, finding id, why, text) of the first structural fact in the window whose id exists in
     ``known`` (the catalogue's ids), or None.  Lines logged below error level are skipped (a
     warning is something handled) unless ``quiet``; ``terminal``: only the facts that are a failure
-    by themselves."""
+    by themselves; not ``inferred``: without the facts of structure alone (``_INFERRED_WHY``)."""
     ids = set(known)
     rows = _nonblank(window)
     for k, (n, t, level, body) in enumerate(rows):
         if not quiet and (level in _QUIET_LEVELS or _QUIET_BRACKET.search(body)):
             continue
         for rx, fid, why in _FACTS:
-            if fid in ids and rx.search(body) and (not terminal or why in _TERMINAL_WHY):
+            if fid in ids and rx.search(body) and (not terminal or why in _TERMINAL_WHY) \
+                    and (inferred or why not in _INFERRED_WHY):
                 return n, fid, why, t.strip()
         if terminal:
             continue
