@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Score `sparktui diagnose` on the corpus of real log excerpts (tests/fixtures/corpus/).
 
-    score_corpus.py [--part in|out|all|frozen] [--json] [--misses] [--with-headers] [--corpus DIR]
+    score_corpus.py [--part in|out|all|frozen] [--json] [--misses] [--with-headers] [--no-patterns] [--corpus DIR]
 
 Each excerpt file starts with header lines (``# source:``, ``# expect:``, ``# cause:``,
 ``# origin:``); ``expect`` names the root-cause finding id first, then other ids that are also
@@ -165,7 +165,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--misses", action="store_true", help="list the cases that were not named right")
     ap.add_argument("--with-headers", action="store_true", help="diagnose the files whole, our header lines too")
     ap.add_argument("--corpus", type=Path, default=CORPUS)
+    ap.add_argument("--no-patterns", action="store_true",
+                    help="switch the catalogue's line patterns off: what the structural readings (last words, "
+                         "facts, exception shapes, NCCL state) name alone, a stand-in for wording nobody has seen")
     args = ap.parse_args(argv)
+    if args.no_patterns:
+        from sparktui.diagnosis import catalogue as _cat
+
+        _cat.default_catalogue()  # loaded (its examples checked) before its patterns are switched off
+        _cat.Entry.search = lambda self, line: None
     if args.part == "frozen" and args.misses:
         print("score_corpus: --misses is refused for the frozen set: only its aggregate and per-cause numbers are shown",
               file=sys.stderr)

@@ -31,8 +31,8 @@ from .catalogue import Catalogue, default_catalogue
 from .classifier import SourceScanner
 from .end_phase import default_end_phases
 from .exc_shapes import default_shapes
-from .last_words import (ENGINES, INIT_FACT_IDS, component, earlier_failure, facts, failure, shutdown_before,
-                         silent_facts)
+from .last_words import (ENGINES, INIT_FACT_IDS, NOT_PYTHON, component, earlier_failure, facts, failure,
+                         inferred_fact, shutdown_before, silent_facts)
 from .milestones import Rules
 from .nccl_ranks import Behind, absent_ranks, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host, versions_differ
 from .ranking import GENERIC_IDS, rank_findings
@@ -45,10 +45,6 @@ SERVING_MILESTONES = frozenset({"api_ready", "first_prompt"})
 # and "rank=R ... world_size=W" in the other order): world size and rank
 _RDZV_RANK = re.compile(r"\bworld_size=(?P<w>\d+),? rank=(?P<r>\d+)\b|\brank=(?P<r2>\d+),? world_size=(?P<w2>\d+)\b")
 
-
-# classes exc_shapes.parse gives lines that are no Python exception: a C++ exception's what(), an
-# engine's own error line, a Rust/Go panic
-NOT_PYTHON = frozenset({"what()", "EngineError", "panic"})
 
 # the phase name of NCCL's communicator init (end_phases.toml's nccl_init text)
 NCCL_SETUP_PHASE = "NCCL communicator setup"
@@ -319,6 +315,11 @@ class Diagnoser:
         if causes and not hang_only:
             return []
         out: list[Finding] = []
+        # the findings below given as warnings because they rest on structure alone (a weak or quiet
+        # last words, a fact of structure alone), and the sources they came from
+        weak: set[int] = set()  # (their id())
+        spoke: set[int] = set()
+        any_error = any(f.severity == "error" for f in every)
         for sc in self.scanners.values():
             window = list(sc.window)
             lw = self._unrecovered(sc, failure(window))
@@ -327,24 +328,46 @@ class Diagnoser:
                 continue
             if lw is None and not stuck and not any(f.severity == "error" for f in sc.findings):
                 continue  # neither failing nor stopped inside NCCL init: its facts explain nothing
-            fact = facts(window, INIT_FACT_IDS & set(ents) if hang_only else ents)
+            known = INIT_FACT_IDS & set(ents) if hang_only else ents
+            fact = facts(window, known)
             if fact is not None and fact[1] == "nccl_ib_error" and any(t.network == "Socket" for t in sc.trackers):
                 fact = None  # NCCL fell back to sockets: its verbs warning was the probe, not the failure
-            if fact is not None:
-                line, fid, why, text = fact
-                f = sc.raise_derived(fid, line, [why, text])
-                if f:
-                    out.append(f)
-        if out or hang_only or any(f.severity == "error" for f in every):
+            if fact is None:
+                continue
+            # a fact is an error where more than structure says the source failed: its last words
+            # (an exception, an error level, an exit status, a fatal signal), a stop inside NCCL
+            # init, an error already found there; the last words of structure alone (a status enum,
+            # a death logged below error level) make it a warning
+            spoken = lw is not None and not lw.weak and not lw.quiet
+            context = spoken or stuck or any(f.severity == "error" for f in sc.findings)
+            if inferred_fact(fact[2]) and not (spoken or any_error):
+                # a fact of structure alone is an error only beside last words that say more, or in
+                # an input that already has an error; else the fact the readings before it give
+                # (an error in its context), or this one as a warning
+                other = facts(window, known, inferred=False) if context else None
+                if other is not None and not (other[1] == "nccl_ib_error"
+                                              and any(t.network == "Socket" for t in sc.trackers)):
+                    fact, context = other, True
+                else:
+                    context = False
+            line, fid, why, text = fact
+            f = sc.raise_derived(fid, line, [why, text], severity=None if context else "warning")
+            if f:
+                out.append(f)
+                spoke.add(id(sc))
+                if not context:
+                    weak.add(id(f))
+        if any(id(f) not in weak for f in out) or hang_only or any_error:
             return out  # a recognised failure (a dead engine, a traceback, a fact) is not silent
-        out = self._dead_or_unrecognised()
-        if not out and not any(f.severity != "info" for f in every):
-            out = self._silent_facts()
-        if not out and not any(f.severity != "info" for f in every):
-            out = self._earlier_failures()
+        # nothing found, or only facts of structure alone (warnings): the other sources' last words
+        out += self._dead_or_unrecognised(skip=spoke)
+        if not any(id(f) not in weak for f in out) and not any(f.severity != "info" for f in every):
+            out += self._silent_facts(skip=spoke)
+        if not any(id(f) not in weak for f in out) and not any(f.severity != "info" for f in every):
+            out += self._earlier_failures(skip=spoke)
         return out
 
-    def _earlier_failures(self) -> list[Finding]:
+    def _earlier_failures(self, skip: set[int] | frozenset[int] = frozenset()) -> list[Finding]:
         """Nothing spoke about any source, and no failure is among its last words, but an earlier
         part of its log failed (an exception, an ERROR line, a death) and the log went on with lines
         that show none: a warning (the program may have recovered; it may also have ended there and
@@ -352,6 +375,8 @@ class Diagnoser:
         ents = self.catalogue.entries
         out: list[Finding] = []
         for sc in self.scanners.values():
+            if id(sc) in skip:
+                continue  # a fact of structure alone spoke about it already (a warning)
             if any(m.id in SERVING_MILESTONES for m in sc.milestones.reached.values()):
                 continue  # a server that was up and went on past an error (a request's) is no failing run
             window = list(sc.window)
@@ -381,7 +406,7 @@ class Diagnoser:
                 out.append(f)
         return out
 
-    def _silent_facts(self) -> list[Finding]:
+    def _silent_facts(self, skip: set[int] | frozenset[int] = frozenset()) -> list[Finding]:
         """Nothing spoke about any source: a fact that is a failure by itself still names its cause
         (last_words.silent_facts)."""
         out: list[Finding] = []
@@ -390,26 +415,36 @@ class Diagnoser:
             if got is None:
                 continue
             line, fid, why, text, sev = got
+            if id(sc) in skip and sev != "error":
+                continue  # a fact of structure alone spoke about it already (a warning)
             f = sc.raise_derived(fid, line, [why, text], severity=sev if sev != "error" else None)
             if f:
                 out.append(f)
         return out
 
-    def _dead_or_unrecognised(self) -> list[Finding]:
+    def _dead_or_unrecognised(self, skip: set[int] | frozenset[int] = frozenset()) -> list[Finding]:
         """A failure nothing recognised: a process death named by the layer that died (an engine, a
         Ray node), an exception's shape, or ``unrecognised_failure``."""
         ents = self.catalogue.entries
         out: list[Finding] = []
         for sc in self.scanners.values():
+            if id(sc) in skip:
+                continue  # a fact of structure alone spoke about it already (a warning)
             window = list(sc.window)
             lw = self._unrecovered(sc, failure(window))
             if lw is None:
                 continue
+            # a death its logger reported below error level, or last words of structure alone (a
+            # status enum, a failed C call, a death inferred from its words, NCCL's WARN before a
+            # paste): a warning, whatever names it
+            sev = "warning" if lw.quiet or lw.weak else None
             if lw.exc_class:
                 # the exception's shape may name an id this source raised only as a suspicion (the
                 # phase the log ended in, a warning): the exception it died of makes it an error
                 fid = default_shapes().classify(lw.exc_class, lw.message)
                 k = next((k for k, f in enumerate(sc.findings) if f.id == fid and f.severity == "warning"), None)
+                if k is not None and sev:
+                    continue  # structure alone: the suspicion stays a suspicion
                 if k is not None:
                     f = sc.findings[k]
                     sc.findings[k] = replace(f, severity="error", line=lw.line,
@@ -420,7 +455,7 @@ class Diagnoser:
                 if fid is not None and fid in ents:
                     # no traceback head around it (a paste that kept only the last words): the
                     # exception's class and message still name the cause
-                    f = sc.raise_derived(fid, lw.line, [f"the exception it died of: {lw.text}"])
+                    f = sc.raise_derived(fid, lw.line, [f"the exception it died of: {lw.text}"], severity=sev)
                     if f:
                         out.append(f)
                     continue
@@ -429,7 +464,7 @@ class Diagnoser:
                 # tool's "ptxas fatal : ... sm_121a" names the same cause as the exception would)
                 fid = default_shapes().classify("", lw.message)
                 if fid is not None and fid in ents:
-                    f = sc.raise_derived(fid, lw.line, [f"the error it ended with: {lw.text}"])
+                    f = sc.raise_derived(fid, lw.line, [f"the error it ended with: {lw.text}"], severity=sev)
                     if f:
                         out.append(f)
                     continue
@@ -439,7 +474,7 @@ class Diagnoser:
                 # an inference engine's process reported dead in words no pattern knows, and nothing
                 # before it (a stall, a warning) to explain it: the engine's death
                 f = sc.raise_derived("engine_dead", lw.line, [f"{comp}: {lw.text}"],
-                                     title=f"{comp} process died")
+                                     title=f"{comp} process died", severity=sev)
                 if f:
                     out.append(f)
                 continue
@@ -447,7 +482,7 @@ class Diagnoser:
                     and not any(f.severity != "info" for f in sc.findings):
                 # Ray's own core (raylet, GCS) reporting a node or worker dead: the cluster lost it
                 f = sc.raise_derived("ray_worker_missing", lw.line, [f"{comp}: {lw.text}"],
-                                     title="Ray reported a node or worker dead")
+                                     title="Ray reported a node or worker dead", severity=sev)
                 if f:
                     out.append(f)
                 continue
@@ -458,7 +493,7 @@ class Diagnoser:
                 # whatever its words, creating the communicator is what failed
                 f = sc.raise_derived("nccl_comm_init_failed", lw.line,
                                      [f"last words ({lw.kind}), during {phase}: {lw.text}"],
-                                     title=f"NCCL communicator setup failed: {what[:120]}")
+                                     title=f"NCCL communicator setup failed: {what[:120]}", severity=sev)
                 if f:
                     out.append(f)
                 continue
@@ -474,7 +509,7 @@ class Diagnoser:
             ev = [f"last words ({lw.kind}): {lw.text}",
                   f"exception: {lw.exc_class or 'none'}; phase: {phase or 'unknown'}; component: {comp or 'unknown'}"]
             ev += [f"{n}: {t}" for n, t in window[-5:]]
-            f = sc.raise_derived(fid, lw.line, ev, title=title)
+            f = sc.raise_derived(fid, lw.line, ev, title=title, severity=sev)
             if f:
                 out.append(f)
         return out

@@ -20,7 +20,7 @@ last words either.  A log whose very last line is an NCCL WARN stops at NCCL's c
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Sequence
 
 from . import lineprefix
@@ -61,6 +61,27 @@ _ERROR_MARK = re.compile(
     r"|\bMPI_ERRORS_ARE_FATAL\b|\bMPI_ABORT was invoked\b|\*\*\* An error occurred in MPI_\w+"
     r"|\b(?:Test )?NCCL failure\b"
 )
+# a C library's status enum that is a failure, on a line of any wording: NCCL's ncclResult_t, the
+# CUDA runtime's and driver's, the CUDA libraries' *_STATUS_*, HIP's, MPI's, the GPU driver's NV_ERR_*,
+# NVML's (not NOT_SUPPORTED: how a GB10 answers every memory query); and a failed C call: "f(...)
+# failed", "connect() to host failed", "Call to ibv_x failed", nccl-tests' "Cuda failure file.cu:N"
+_STATUS = re.compile(
+    r"\bnccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b"
+    # (not a status that says nothing failed: polled for, peer access already set up)
+    r"|\bCUDA_ERROR_(?!NOT_READY\b|PEER_ACCESS_(?:ALREADY_ENABLED|NOT_ENABLED)\b)[A-Z_]{3,}\b"
+    r"|\bcudaError(?!Success\b|NotReady\b|PeerAccess(?:AlreadyEnabled|NotEnabled)\b)[A-Z]\w+"
+    r"|\b(?:CUBLAS|CUDNN|CUSPARSE|CUSOLVER|CUFFT|CURAND|CUTENSOR|NVJPEG)_STATUS_(?!SUCCESS\b)[A-Z_]+"
+    r"|\bhipError(?!Success\b|NotReady\b)[A-Z]\w+|\bMPI_ERR_[A-Z_]+|\bNV_ERR_[A-Z_]+"
+    r"|\bNVML_ERROR_(?!NOT_SUPPORTED\b)[A-Z_]+"
+    r"|\b[A-Za-z_]\w{1,60}\([^()\n]{0,120}\)(?: (?:to|on|for|with|of) [^\s()]{1,120})?:? (?:failed|returned (?:error|-?[1-9]\d*))\b"
+    r"|\bCall to \w+ failed\b"
+    r"|\b(?:Cuda|CUDA|NCCL|NVML|MPI|HIP|cuDNN|cuBLAS) (?:failure|error) (?:\d+ )?(?:at |in )?[\w./-]+\.(?:c|cc|cpp|cu|h|hpp)[:(]\d+"
+)
+# the cheap gate of _STATUS (one of these is in every line it matches)
+_STATUS_GATE = ("nccl", "CUDA_ERROR_", "cudaError", "_STATUS_", "hipError", "MPI_ERR_", "NV_ERR_", "NVML_ERROR_",
+                ") failed", ") returned", "failed", "failure", "error ")
+# a line NCCL printed at its own INFO level (a retried call, a probe): never a failure by itself
+_NCCL_QUIET = re.compile(r"\bNCCL (?:INFO|TRACE)\b")
 # a level word leading the message ("ERROR: ...", "[ERROR] ...", "FATAL ...", "Error: ...")
 _LEVEL_WORD = re.compile(
     r"^\[?(?P<lvl>ERROR|FATAL|CRITICAL|Error|Fatal|fatal error)\]?[:\s]"
@@ -102,8 +123,8 @@ _EXIT = re.compile(
 _EXIT_WORDS = re.compile(r"\bnon-zero (?:exit|return) (?:code|status)\b|\bcode=exited, status=[1-9]\d*\b"
                          r"|\bFailed with result '(?:exit-code|signal|core-dump|oom-kill)'")
 # a process death: the kernel's or the shell's words, a fatal signal by name or number, a core dump
-_DEATH = re.compile(
-    r"(?:^Killed\b|\bKilled\s*$|\bSegmentation fault\b|\bcore dumped\b|\bBus error\b|^Aborted\b|\bIllegal instruction\b"
+_DEATH_WORDS = (
+    r"\bSegmentation fault\b|\bcore dumped\b|\bBus error\b|\bIllegal instruction\b"
     r"|\bterminate called after throwing\b|\b(?i:SIG(?:KILL|SEGV|ABRT|BUS|ILL|FPE|QUIT))\b"
     # glibc's heap checks abort the process
     r"|\b(?:free|malloc|realloc|munmap_chunk)\(\): \w|\bdouble free or corruption\b"
@@ -111,8 +132,18 @@ _DEATH = re.compile(
     r"|\bdied (?:unexpectedly|with|abnormally)|\bis (?:already )?dead\b|\bhas died\b|\bwas killed\b"
     r"|\b(?:been |was )?marked (?:as )?dead\b"
     # systemd's report of a unit's main process killed by a fatal signal
-    r"|\bcode=(?:killed|dumped), status=(?:6|7|9|11)\b)"
+    r"|\bcode=(?:killed|dumped), status=(?:6|7|9|11)\b"
 )
+# deaths inferred from words alone (no signal, no level): a process that ended on its own when
+# nobody asked it to ("Termination is unexpected"), the kernel's OOM killer (dmesg, journald's kernel
+# lines); read as last words, but as structure alone (``LastWords.weak``: a warning)
+_DEATH_INFERRED = (
+    r"\b(?:terminated|exited|stopped|crashed|quit) unexpectedly\b|\b[Tt]ermination is unexpected\b"
+    r"|\bKilled process \d+\b|\boom-kill(?:er)?\b|\boom_reaper\b"
+)
+_DEATH = re.compile(rf"(?:^Killed\b|\bKilled\s*$|^Aborted(?!\s+\w)|{_DEATH_WORDS}|{_DEATH_INFERRED})")
+# the deaths a line says by itself (a signal, a core dump, the shell's "Killed"): an error
+_DEATH_SPOKEN = re.compile(rf"(?:^Killed\b|\bKilled\s*$|^Aborted(?!\s+\w)|{_DEATH_WORDS})")
 # a stop that someone asked for: what follows it (workers torn down, an engine "dead") is the stop
 _SHUTDOWN = re.compile(
     r"(?i)(?:\bSIG(?:TERM|INT)\b|\bsignal (?:15|2)\b|\bKeyboardInterrupt\b|\bCtrl\+?-?C\b|^\^C"
@@ -149,13 +180,70 @@ class LastWords:
     kind: str  # "exception" | "error line" | "non-zero exit" | "process death" | "traceback"
     exc_class: str
     message: str
+    # a death its logger reported below error level (Ray's core at I/W, a warning): the last words,
+    # but the logger did not call it an error (reported as a warning)
+    quiet: bool = False
+    # read from structure alone: no catalogue pattern, no Python exception or traceback, no level
+    # field of its own at ERROR/FATAL/CRITICAL (a C status enum, a failed C call, a death inferred
+    # from words, NCCL's WARN before a paste, a level found only under a peeled prefix): weaker
+    # evidence, reported as a warning (a healthy log can carry such a line and go on)
+    weak: bool = False
 
 
-def _body(text: str) -> tuple[str, str]:
-    """(logger level, message body) of a raw line."""
+# prefixes the hot path's lineprefix does not read, peeled here (end of input, the window only): a
+# launcher's bracketed name ("[vllm]: ", never a level), horovodrun's "[1]<stderr>:", a bare time of
+# day ("09:14:37 "); then lineprefix reads what follows them (a rank, an actor, a logger's header)
+_MORE_PREFIX = re.compile(
+    r"^(?:\[\d{1,5}(?:,\d{1,5})?\]<std(?:out|err)>: ?"
+    r"|\[(?!(?:ERROR|FATAL|CRITICAL|WARN|WARNING|INFO|DEBUG|[EFWI])\])[\w.@-]{1,64}\]: ?(?=\S)"
+    r"|\d\d:\d\d:\d\d(?:[.,]\d{1,9})? +(?=\S))"
+)
+# after such a prefix, a level word leading the message ("09:14:37 INFO ...")
+_LEAD_LEVEL = re.compile(r"^(?P<lvl>INFO|DEBUG|WARNING|WARN|ERROR|CRITICAL|FATAL)\b:? ")
+# a prefix with no message after it (a Ray/vLLM actor's, a compose service's): a blank line
+_BARE_PREFIX = re.compile(r"^(?:\([^()\n]{0,160}?\b(?:pid|ip)=[^()\n]{0,160}?\)|[\w.-]{1,64}\s+\|)$")
+
+
+def _body(text: str, lead: bool = True) -> tuple[str, str]:
+    """(logger level, message body) of a raw line.  ``lead``: a level word that leads the message
+    once a prefix is peeled ("09:14:37 INFO ...") is its level (without it: only a logger's header)."""
     sig, body = lineprefix.split(lineprefix.clean(text[:MAX_BODY]))
     parts = sig.split("|")
-    return (parts[1] if len(parts) > 1 else ""), body.strip()
+    level = parts[1] if len(parts) > 1 else ""
+    if body[:1] in "[0123456789(" or body[-1:] in ")|":
+        peeled = False
+        for _ in range(3):
+            m = _MORE_PREFIX.match(body)
+            if m is None:
+                break
+            peeled = True
+            sig2, body = lineprefix.split(body[m.end():])
+            parts = sig2.split("|")
+            level = (parts[1] if len(parts) > 1 else "") or level
+        if lead and peeled and not level and (w := _LEAD_LEVEL.match(body)) is not None:
+            level = w["lvl"]
+        if _BARE_PREFIX.match(body.strip()):
+            return level, ""
+    return level, body.strip()
+
+
+# the exception shapes that are no Python exception (a C++ what(), an engine's error, a Go/Rust panic)
+NOT_PYTHON = frozenset({"what()", "EngineError", "panic"})
+
+
+def _spoken(text: str, kind: str, cls: str) -> bool:
+    """Whether a line's failure (``read_line``'s kind and class) rests on what the line says
+    itself: read without the structural readings and without peeling the extra prefixes (an
+    exception, an exit status, a fatal signal, an error level), or, once peeled, a Python exception
+    or a logger's own header at an error level.  Otherwise it is structure alone (``LastWords.weak``)."""
+    sig, body = lineprefix.split(lineprefix.clean(text[:MAX_BODY]))
+    parts = sig.split("|")
+    if read_line((parts[1] if len(parts) > 1 else ""), body.strip(), inferred=False) is not None:
+        return True
+    level, body = _body(text, lead=False)
+    if level in _BAD_LEVELS:
+        return True
+    return kind == "exception" and cls not in NOT_PYTHON and read_line(level, body, inferred=False) is not None
 
 
 def _nonblank(window: Sequence[tuple[int, str]]) -> list[tuple[int, str, str, str]]:
@@ -167,8 +255,11 @@ def _nonblank(window: Sequence[tuple[int, str]]) -> list[tuple[int, str, str, st
     return out
 
 
-def read_line(level: str, body: str) -> tuple[str, str, str] | None:
-    """(kind, class, message) when one line says a process failed, else None."""
+def read_line(level: str, body: str, inferred: bool = True) -> tuple[str, str, str] | None:
+    """(kind, class, message) when one line says a process failed, else None.  ``inferred``: also
+    the readings of structure alone (a C status enum or a failed C call, a death inferred from its
+    words); without it, only what a line says by itself (an exception, an exit status, a fatal
+    signal, an error level)."""
     if level in _QUIET_LEVELS:
         return None  # logged below error level: something was handled or reported, not fatal
     if is_shutdown_request(body):
@@ -184,10 +275,13 @@ def read_line(level: str, body: str) -> tuple[str, str, str] | None:
         return ("non-zero exit", "", body) if m.group("code") not in ("0", "-0") else None
     if _EXIT_WORDS.search(body):
         return "non-zero exit", "", body
-    if _DEATH.search(body):
+    if (_DEATH if inferred else _DEATH_SPOKEN).search(body):
         return "process death", "", body
     g = _ERROR_MARK.search(body)
     if level in _BAD_LEVELS or g is not None or _STRUCTURED.search(body):
+        return "error line", "", body
+    if inferred and any(x in body for x in _STATUS_GATE) and _STATUS.search(body) and not _NCCL_QUIET.search(body) \
+            and not _QUIET_BRACKET.search(body):
         return "error line", "", body
     if _TOOLCHAIN.match(body):
         return "error line", "", body
@@ -252,7 +346,11 @@ def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
         lines = [x for x in lines if x[0] not in noise]
     last = _before_native_stack(lines)[-LAST:]
     handled = _handled_tracebacks(lines)
+    # the readings a line makes by what it says itself (an exception, an exit status, a fatal
+    # signal, an error level, as read before any structural reading), and those of structure alone
+    # (``LastWords.weak``): a line of the first kind wins over any of the second, wherever it is
     found: LastWords | None = None
+    weak: LastWords | None = None
     for n, t, level, body in last:
         if n in handled:
             continue
@@ -260,22 +358,53 @@ def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
         if got is None:
             continue
         kind, cls, msg = got
+        if not _spoken(t, kind, cls):
+            if weak is None or (weak.kind != "exception" and kind == "exception"):
+                weak = LastWords(n, t.strip(), kind, cls, msg, weak=True)
+            continue
         if found is None or (found.kind != "exception" and kind == "exception"):
             found = LastWords(n, t.strip(), kind, cls, msg)
-    if found is None and lines and _NCCL_WARN.search(lines[-1][3]) and not _PROBE.search(lines[-1][3]):
+    warn = _last_nccl_warn(last) if found is None else None
+    if warn is not None and lines and warn[0] == lines[-1][0]:
         # the log's very last line is NCCL's own error level: the paste (or the process) stops at
         # NCCL's complaint; a WARN that NCCL recovers from is followed by more of its output
-        n, t, _, body = lines[-1]
+        n, t, _, body = warn
         found = LastWords(n, t.strip(), "error line", "", body[_NCCL_WARN.search(body).end():].strip() or body)
     if found is None:
         tb = [x for x in last if _TRACEBACK.search(x[3]) and x[0] not in handled]
         if tb:  # the log ends inside a traceback's frames (its exception never printed)
             n, t, _, _ = tb[-1]
-            found = LastWords(n, t.strip(), "traceback", "", "the log ends inside a traceback")
+            # the last frame's source line may be the raise itself: its class and message are the
+            # exception's ("raise RuntimeError(f\"NCCL error: {e}\")")
+            r = next((_RAISE.match(x[3]) for x in last if x[0] > n and _RAISE.match(x[3])), None)
+            found = LastWords(n, t.strip(), "traceback", r["cls"] if r else "",
+                              r["msg"] if r else "the log ends inside a traceback")
+    if found is None:
+        found = weak
+    if found is None and warn is not None:
+        # NCCL's WARN is the last thing NCCL printed, with a command's output pasted after it (no
+        # NCCL line, no logger's level): the paste may stop at NCCL's complaint, or NCCL went on
+        # where the paste does not show it: structure alone
+        n, t, _, body = warn
+        found = LastWords(n, t.strip(), "error line", "", body[_NCCL_WARN.search(body).end():].strip() or body,
+                          weak=True)
+    if found is None:
+        # a death its logger reported below error level, with nothing after it but more of the same
+        # or teardown: a warning (Ray's core reports a dead actor at I, a terminated raylet at W)
+        for k in range(len(last) - 1, -1, -1):
+            n, t, level, body = last[k]
+            if n not in handled and (level in _QUIET_LEVELS or _QUIET_BRACKET.search(body)) \
+                    and _DEATH.search(body) and _UNEXPECTED.search(body) and not is_shutdown_request(t):
+                found = LastWords(n, t.strip(), "process death", "", body, quiet=True)
+                break
+            # only a logger's lines (at its quiet levels) or indented ones (a state dump) may follow
+            # it: the program's own output after it ("success!") says it went on
+            if not (level or t[:1] in " \t" or _QUIET_BRACKET.search(body)):
+                break
     if found is None or shutdown_before(window, found.line) is not None:
         return None
     if found.kind == "exception" and found.message.endswith("{"):
-        found = _json_record(found, lines)
+        found = replace(_json_record(found, lines), weak=found.weak)
     return found
 
 
@@ -321,8 +450,13 @@ def _json_record(found: LastWords, lines: Sequence[tuple[int, str, str, str]]) -
 
 # a native stack dump a C++ runtime prints as it aborts (glog's "*** Check failure stack trace: ***",
 # Ray's spdlog "*** StackTrace Information ***", "*** Begin stack trace ***"), then one frame a line
-_STACK_HEAD = re.compile(r"(?i)^\*\*\* .{0,40}\bstack ?trace\b.{0,40}\*\*\*$")
+_STACK_HEAD = re.compile(r"(?i)^\*\*\* .{0,40}\bstack ?trace\b.{0,40}\*\*\*$"
+                         # torch's C++ exception: "Exception raised from X at file.cpp:N (most recent call first):"
+                         r"|^Exception raised from \S+ at \S+ \(most recent call first\):$")
 _FRAME = re.compile(r"^(?:\S+|@\s+0x[0-9a-f]+\b.*|#\d+\s+0x[0-9a-f]+\b.*|\S*\(\S*\)\s*\[0x[0-9a-f]+\])$")
+# torch's C++ frames ("frame #3: c10d::ProcessGroupNCCL::... + 0x35d (0x7f.. in /x/libtorch_cuda.so)"):
+# a dump of them ends a log with or without its head
+_TORCH_FRAME = re.compile(r"^frame #\d+: ")
 
 
 def _before_native_stack(lines: list[tuple[int, str, str, str]]) -> list[tuple[int, str, str, str]]:
@@ -334,10 +468,32 @@ def _before_native_stack(lines: list[tuple[int, str, str, str]]) -> list[tuple[i
             return lines[:k]
         if not _FRAME.match(body):
             break
+    k = len(lines)
+    while k > 0 and k > len(lines) - 200 and _TORCH_FRAME.match(lines[k - 1][3]):
+        k -= 1
+    if k < len(lines):
+        return lines[:k - 1] if k > 0 and _STACK_HEAD.match(lines[k - 1][3]) else lines[:k]
     return lines
 
 
 _NCCL_WARN = re.compile(r"\bNCCL WARN\b")
+# a death logged below error level counts when its words say nobody meant it (old Rays warn "a worker
+# died or was killed" at every exit): unexpected, abnormal, a fatal signal, a core dump, the OOM killer
+_UNEXPECTED = re.compile(r"(?i)\bunexpected(?:ly)?\b|\babnormal(?:ly)?\b|\bSIG(?:KILL|SEGV|ABRT|BUS|ILL|FPE)\b"
+                         r"|\bsignal (?:6|7|9|11)\b|\bcore dumped\b|\bSegmentation fault\b|\bKilled process \d+|\boom")
+_RAISE = re.compile(r"^raise (?P<cls>[A-Z]\w*(?:Error|Exception|Failure|Timeout)\w*)\(f?[\"'](?P<msg>[^\"'\n]{1,300})")
+
+
+def _last_nccl_warn(last: list[tuple[int, str, str, str]]) -> tuple[int, str, str, str] | None:
+    """The last of ``last`` when it is an NCCL WARN (not a probe's), or the last NCCL WARN when
+    nothing after it is NCCL's or a logger's (a command's output pasted after it)."""
+    for k in range(len(last) - 1, -1, -1):
+        n, t, level, body = last[k]
+        if _NCCL_WARN.search(body):
+            return last[k] if not _PROBE.search(body) else None
+        if "NCCL" in body or level or _QUIET_BRACKET.search(body) or read_line(level, body) is not None:
+            return None
+    return None
 # a library probed with dlopen (libibverbs, a net plugin) that is not there: NCCL goes on without it
 _PROBE = re.compile(r"\bFailed to open lib[\w.-]*\.so|\bNET/Plugin\b|\bnet\.cc:\d+ NCCL WARN\b")
 _TB_HEAD = re.compile(r"^Traceback \(most recent call last\)")
@@ -370,10 +526,11 @@ _SENDING = re.compile(r"(?i)\bsen(?:d|ding|t)\b[^\n]{0,60}\bsig(?:nal|term|int)\
 def is_shutdown_request(text: str) -> bool:
     """A line saying this process was asked to stop (received SIGTERM/SIGINT, Ctrl+C, its own
     "shutting down" notice), not a death or a failure reported while it stopped."""
-    level, body = _body(text)
+    level, body = _body(text, lead=False)  # (a level word behind a peeled prefix: structure, no level)
     if not body or level in _BAD_LEVELS or not _SHUTDOWN.search(body) or _SENDING.search(body):
         return False
-    if _DEATH.search(body.replace("SIGINT", "").replace("SIGTERM", "")) or _EXIT.search(body):
+    # (a death the line says by itself: words alone, "terminated unexpectedly", do not unmake a request)
+    if _DEATH_SPOKEN.search(body.replace("SIGINT", "").replace("SIGTERM", "")) or _EXIT.search(body):
         return False
     exc = parse_exception(body)
     return exc is None or exc[0].endswith("KeyboardInterrupt")
@@ -472,6 +629,15 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"(?i)(?:^|\bFatal Python error: |\bkilled by signal:? |\*\*\* )(?:Bus error|SIGBUS)\b"
                 r"|\bBus error \(core dumped\)|\bSIGBUS received\b|\bsignal 7 \(SIGBUS\)"),
      "shm_too_small", "a process died of SIGBUS (a shared-memory mapping that /dev/shm could not back)"),
+    # a CUDA driver API entry point (cuXxx, cuXxx_v3) missing from the driver's own library
+    # (libcuda / nvcuda): the installed driver predates the runtime that asks for it
+    (re.compile(r"\bcu[A-Z]\w{2,40}\b[^\n]{0,80}\b(?:not found|failed|missing|undefined)"
+                r"[^\n]{0,200}\b(?:libcuda\S*|nvcuda\S*)|\b(?:libcuda\S*|nvcuda\S*)[^\n]{0,200}"
+                r"\b(?:symbol lookup for|undefined symbol:?|could not find symbol|missing symbol) cu[A-Z]\w{2,40}"),
+     "cuda_driver_too_old", "a CUDA driver API symbol is missing from the driver's library"),
+    # a shell's (or a launcher's) exit status 127: a program, or a library it links against, not found
+    (re.compile(r"(?i)\bexit(?:ed)?(?: with)? (?:status|code)[:= ]*127\b|\bexit_?code[:= ]*127\b"),
+     "broken_install", "exit status 127: a program or a library it needs was not found"),
     # the dynamic loader: a binary built against another torch/CUDA/Python (an ABI mismatch)
     # (macOS's dyld says "Symbol not found:" / "Library not loaded:")
     (re.compile(r"\bundefined symbol: \S+|\bsymbol lookup error\b|\bGLIBC(?:XX)?_[\d.]+' not found"
@@ -490,18 +656,52 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # MPI/world size (or rank count) compared with tp*pp, or the ranks asked for beyond those launched
     (re.compile(rf"(?i)\b{_WORLD}\s*\)?\s*{_EQ}\s*\(?\s*{_TPXPP}|{_TPXPP}\s*\)?\s*{_EQ}\s*\(?\s*{_WORLD}"),
      "world_size_mismatch", "the launched world size does not match tp*pp"),
+    # the CUDA runtime's and driver's own status for a driver older than the runtime (the enum or
+    # the runtime's fixed strerror text), whoever prints it
+    (re.compile(r"\bcudaErrorInsufficientDriver\b|\bCUDA_ERROR_INSUFFICIENT_DRIVER\b"
+                r"|\bCUDA driver version is insufficient for CUDA runtime version\b"),
+     "cuda_driver_too_old", "the CUDA driver is older than the runtime (cudaErrorInsufficientDriver)"),
+    # ... and for no GPU at all
+    (re.compile(r"\bcudaErrorNoDevice\b|\bCUDA_ERROR_NO_DEVICE\b|\bno CUDA-capable device is detected\b"),
+     "no_gpu_visible", "CUDA sees no GPU (cudaErrorNoDevice)"),
+    # a failed call of the RDMA verbs library (ibv_*), whoever reports it: the RDMA setup failed
+    (re.compile(r"\b(?:Call to )?ibv_\w+(?:\(\))? failed\b|\bibv_\w+\([^()\n]{0,80}\) (?:failed|returned)"),
+     "nccl_ib_error", "a call of the RDMA verbs library (ibv_*) failed"),
+    # the kernel's OOM killer killing a process (dmesg / journald's kernel lines, a cgroup's limit)
+    (re.compile(r"\b(?:Out of memory|Memory cgroup out of memory): Killed process \d+|\binvoked oom-killer\b"
+                r"|\boom-kill:constraint=|\boom_reaper: reaped process \d+"),
+     "host_oom_killed", "the kernel's OOM killer killed a process"),
     # the RDMA provider library itself (libmlx5, rxe, EFA, ...) reporting a failed work completion:
     # a transfer on the RDMA fabric failed, whichever program drove it
     (re.compile(r"^(?:lib)?(?:mlx[45]|rxe|efa|bnxt_re|irdma|hns)\w*: [^\n]{0,80}\b(?:completion with error|CQE error)"),
      "nccl_ib_error", "the RDMA provider reported a failed work completion"),
 )
+# the facts read from structure alone (a status enum, a failed call, a killer's or a shell's words,
+# whoever printed them): a finding they name is an error only where the source's last words are
+# more than structure (or the input already has an error); otherwise a warning
+_INFERRED_WHY = frozenset({
+    "a CUDA driver API symbol is missing from the driver's library",
+    "exit status 127: a program or a library it needs was not found",
+    "the CUDA driver is older than the runtime (cudaErrorInsufficientDriver)",
+    "CUDA sees no GPU (cudaErrorNoDevice)",
+    "a call of the RDMA verbs library (ibv_*) failed",
+    "the kernel's OOM killer killed a process",
+})
+
+
+def inferred_fact(why: str) -> bool:
+    """Whether a fact (``facts``'s why) is read from structure alone (``_INFERRED_WHY``)."""
+    return why in _INFERRED_WHY
+
+
 # facts that are a failure by themselves when a log ends on them, with no exception or error level
 # around them: the driver's out-of-memory status, the RDMA provider's failed completion (not NCCL's
 # own verbs WARNs: a probe for a library that is absent is one, and NCCL goes on without it)
-_TERMINAL_WHY = frozenset({"the GPU driver could not allocate memory", "the RDMA provider reported a failed work completion"})
+_TERMINAL_WHY = frozenset({"the GPU driver could not allocate memory", "the RDMA provider reported a failed work completion",
+                           "the kernel's OOM killer killed a process"})
 # facts that stand even at WARNING level: a native extension that did not load (an undefined symbol)
 # is a broken install whether or not the program went on (as a warning then)
-QUIET_FACT_IDS = frozenset({"broken_install"})
+QUIET_FACT_IDS = frozenset({"broken_install", "cuda_driver_too_old"})
 
 
 # NCCL's own WARN lines by the subsystem that printed them (its source file, or the subsystem tag it
@@ -524,18 +724,19 @@ INIT_FACT_IDS = frozenset({"nccl_ib_error", "nccl_shm_error"})
 
 
 def facts(window: Sequence[tuple[int, str]], known: Iterable[str],
-          quiet: bool = False, terminal: bool = False) -> tuple[int, str, str, str] | None:
+          quiet: bool = False, terminal: bool = False, inferred: bool = True) -> tuple[int, str, str, str] | None:
     """(line, finding id, why, text) of the first structural fact in the window whose id exists in
     ``known`` (the catalogue's ids), or None.  Lines logged below error level are skipped (a
     warning is something handled) unless ``quiet``; ``terminal``: only the facts that are a failure
-    by themselves."""
+    by themselves; not ``inferred``: without the facts of structure alone (``_INFERRED_WHY``)."""
     ids = set(known)
     rows = _nonblank(window)
     for k, (n, t, level, body) in enumerate(rows):
         if not quiet and (level in _QUIET_LEVELS or _QUIET_BRACKET.search(body)):
             continue
         for rx, fid, why in _FACTS:
-            if fid in ids and rx.search(body) and (not terminal or why in _TERMINAL_WHY):
+            if fid in ids and rx.search(body) and (not terminal or why in _TERMINAL_WHY) \
+                    and (inferred or why not in _INFERRED_WHY):
                 return n, fid, why, t.strip()
         if terminal:
             continue
@@ -595,6 +796,101 @@ def retrying_connect(window: Sequence[tuple[int, str]], known: Iterable[str]) ->
     return None
 
 
+# the KV cache's size as the engine printed it (vLLM's concurrency at the longest request, its GPU
+# blocks, its KV memory; SGLang's profiled token count): numbers, whatever the sentence
+_KV_SIZE = re.compile(
+    r"\bMaximum concurrency for [\d,]+ tokens per request: (?P<conc>[\d.]+)x"
+    r"|# GPU blocks: (?P<blocks>-?\d+)\b"
+    r"|\bAvailable KV cache memory: (?P<gib>-?[\d.]+) GiB"
+    r"|\b(?:the )?profiled value (?P<profiled>-?\d+)\b|\bmax_total_num_tokens=(?P<total>-?\d+)\b")
+
+
+def kv_too_small(window: Sequence[tuple[int, str]]) -> tuple[int, str, str, str] | None:
+    """(line, "kv_cache_oom", why, text) when the engine's own numbers say its KV cache cannot hold
+    one request: a concurrency below 1x at the longest request, no GPU blocks, a KV memory or a
+    profiled token budget of zero or less; None otherwise."""
+    for n, t in reversed(window):
+        if "oncurrency" not in t and "blocks" not in t and "KV cache memory" not in t and "profiled" not in t \
+                and "max_total_num_tokens" not in t:
+            continue
+        m = _KV_SIZE.search(t)
+        if m is None:
+            continue
+        if m["conc"] is not None and float(m["conc"]) < 1.0:
+            why = f"the KV cache holds {m['conc']}x of the longest request: not one fits"
+        elif m["blocks"] is not None and int(m["blocks"]) <= 0:
+            why = f"{m['blocks']} GPU blocks for the KV cache"
+        elif m["gib"] is not None and float(m["gib"]) <= 0:
+            why = f"{m['gib']} GiB left for the KV cache"
+        elif (v := m["profiled"] or m["total"]) is not None and int(v) <= 0:
+            why = f"a KV cache of {v} tokens"
+        else:
+            continue
+        return n, "kv_cache_oom", why, t.strip()
+    return None
+
+
+# a connect (a join, a reach) that failed, in a line of any level or wording
+_CONNECT_FAIL = re.compile(
+    r"(?i)\b(?:fail(?:ed|ure|s)?|unable|could ?n[o']t|cannot|can't|timed out|timeout)\b[^\n]{0,40}?\b(?:to )?(?:connect|reach|join)\w*"
+    r"|\bconnect\w*\b[^\n]{0,80}?\b(?:failed|refused|timed out|timeout|unreachable)\b")
+# a retry counter: "Retrying ... 5/6", "attempt 3 of 10", "retry 2 out of 5"
+_RETRY_COUNT = re.compile(r"(?i)\b(?:retry|retrying|retries|attempt|attempts|trial)\b[^\n]{0,80}?\b(?P<k>\d{1,4}) ?(?:/|of|out of) ?(?P<n>\d{1,4})\b")
+# a wait loop's words (the same line printed again and again, only its numbers changing)
+_WAITING = re.compile(r"(?i)\bwaiting (?:for|on|until)\b|\bretrying\b|\bretry in\b|\bunable to\b|\bfailed to\b"
+                      r"|\bnot (?:yet )?(?:ready|available)\b")
+_NUMBERS = re.compile(r"\d+(?:[.,:]\d+)*|0x[0-9a-f]+")
+# what was waited for, by what the line names: (pattern, id)
+_AWAITED = (
+    (re.compile(r"(?i)\bGCS\b|\braylet\b|\bray (?:cluster|head)\b"), "ray_gcs_unreachable"),
+    (re.compile(r"(?i)\bplacement group\b"), "ray_placement_group_stuck"),
+    (re.compile(r"(?i)\brendezvous\b|\bTCPStore\b|\bc10d\b|\bMASTER_ADDR\b|\binit_process_group\b"
+                r"|\b(?:tcp )?store\b"), "rendezvous_timeout"),
+)
+
+
+def stopped_waiting(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tuple[int, str, str, str] | None:
+    """(line, id, why, text) when a log stops while its program waits for something that never
+    came, at whatever level and in whatever words: its last line a connect that failed (no errno
+    needed), a retry counter (k of n), or the same waiting line again and again with only its
+    numbers changing.  The id is named by what was awaited (Ray's GCS, a placement group, the
+    rendezvous store), else ``unrecognised_failure``: a warning, the program may still get there."""
+    rows = _nonblank(window)
+    noise = teardown(rows)
+    rows = [r for r in rows if r[0] not in noise][-LAST:]
+    if not rows:
+        return None
+    ids = set(known)
+    what = ""
+    hit: tuple[int, str, str, str] | None = None
+    tail = rows[-2:]
+    for r in reversed(tail):
+        body = r[3]
+        if _QUIET_BRACKET.search(body):
+            continue  # torch c10d's own [W ...] socket notices: a connect it retries another way
+        if _CONNECT_FAIL.search(body):
+            hit, what = r, "the log stops at a connect that failed"
+            break
+        m = _RETRY_COUNT.search(body)
+        # at least half of its retries spent (a slow start-up polls on at 10 of 100)
+        if m is not None and 0 < int(m["n"]) <= 2 * int(m["k"]) and int(m["k"]) <= int(m["n"]):
+            hit, what = r, f"the log stops at retry {m['k']} of {m['n']}"
+            break
+    if hit is None:
+        same = [r for r in rows if _NUMBERS.sub("#", r[3]) == _NUMBERS.sub("#", rows[-1][3])]
+        if len(same) >= 3 and _WAITING.search(rows[-1][3]) and rows[-len(same):] == same[-len(same):]:
+            hit, what = rows[-1], f"the log stops in a wait loop ({len(same)} times the same line)"
+    if hit is None:
+        return None
+    near = " ".join(r[3] for r in rows[-4:])
+    for rx, fid in _AWAITED:
+        if fid in ids and rx.search(near):
+            return hit[0], fid, what, hit[1].strip()
+    if "unrecognised_failure" in ids:
+        return hit[0], "unrecognised_failure", what, hit[1].strip()
+    return None
+
+
 def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tuple[int, str, str, str, str] | None:
     """For a log that nothing else spoke about (no failure shape, no finding): (line, id, why, text,
     severity) of a fact that names a cause by itself.  The kernel's impossible CMA numbers (an
@@ -613,6 +909,12 @@ def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tup
     if got is not None:
         return (*got, "warning")
     got = facts(window, QUIET_FACT_IDS & ids, quiet=True)
+    if got is not None:
+        return (*got, "warning")
+    got = kv_too_small(window) if "kv_cache_oom" in ids else None
+    if got is not None:
+        return (*got, "warning")
+    got = stopped_waiting(window, ids)
     if got is not None:
         return (*got, "warning")
     return None

@@ -1,0 +1,315 @@
+"""Never silent on wording nobody has seen (issue 31): the structural readings of a log's last words,
+each with a benign counterpart, a real healthy line or log it must not fire on.
+
+Failing lines are verbatim from held-in corpus cases (named in a comment); benign ones from held-in
+healthy cases or the real vLLM CPU logs (tests/fixtures/vllm-cpu).  Most tests call last_words'
+functions directly, so a catalogue pattern that knows the same wording cannot hide the detector.
+
+A reading of structure alone (no catalogue pattern, no Python exception or traceback, no level
+field of its own at ERROR/FATAL/CRITICAL) is weaker evidence: its finding is a warning.  Each such
+reading asserts ``weak`` and, diagnosed with the catalogue's patterns off (``no_patterns``, as
+``score_corpus.py --no-patterns``), that what it names is a warning.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparktui.diagnosis import catalogue as _cat
+from sparktui.diagnosis import last_words as lw
+from sparktui.diagnosis.catalogue import default_catalogue
+
+from corpus_helpers import ROOT, body, diagnose_lines, fact_of
+
+VLLM_CPU = ROOT / "tests" / "fixtures" / "vllm-cpu"
+IDS = default_catalogue().entries
+
+
+def _w(lines: list[str]) -> list[tuple[int, str]]:
+    return list(enumerate(lines, 1))
+
+
+def _serve_tail(n: int = 12) -> list[str]:
+    return (VLLM_CPU / "serve.log").read_text(encoding="utf-8").splitlines()[-n:]
+
+
+@pytest.fixture
+def no_patterns(monkeypatch):
+    """The catalogue's line patterns off: what the structural readings name alone."""
+    default_catalogue()  # loaded (its examples checked) before its patterns are switched off
+    monkeypatch.setattr(_cat.Entry, "search", lambda self, line: None)
+
+
+def _severities(lines: list[str]) -> dict[str, str]:
+    """{id: severity} of the error and warning findings of ``lines`` fed as one source."""
+    return {f.id: f.severity for f in diagnose_lines(lines) if f.severity != "info"}
+
+
+def _warned(lines: list[str], fid: str | None = None) -> None:
+    """``lines`` diagnosed: a warning (``fid``'s when given), and no error."""
+    got = _severities(lines)
+    assert got and "error" not in got.values(), got
+    assert fid is None or got.get(fid) == "warning", got
+
+
+# ----------------------------------------------------------------------------- prefixes lineprefix leaves
+
+@pytest.mark.parametrize("rel, kind, cls", [
+    # horovodrun's "[1]<stderr>:" tag
+    ("b/pytorch_ignite_3466_horovod_comminit_unhandled_cuda", "exception", "RuntimeError"),
+    # a bare time of day before the exception
+    ("a/spark_localinferencelab_827_sample_tokens_timeout", "exception", "TimeoutError"),
+    # a launcher's "[vllm]: " before torch's "[rank0]:": the log ends inside the traceback, on its raise
+    ("a/vllm_akash_543_rank0_pynccl_comminitrank", "traceback", "RuntimeError"),
+])
+def test_last_words_behind_prefixes_lineprefix_does_not_read(rel, kind, cls):
+    got = lw.failure(_w(body(rel)))
+    assert got is not None and got.kind == kind and got.exc_class == cls
+    # a Python exception (or its traceback) says it failed, whatever prefix is before it
+    assert not got.weak
+
+
+@pytest.mark.parametrize("prefix", ["[runner]: ", "23:02:54 "])
+def test_a_level_word_found_only_behind_a_peeled_prefix_is_a_warning(prefix, no_patterns):
+    # (made-up wording) a level word that only leads the message once a launcher's name or a time
+    # of day is peeled off: structure alone
+    lines = [prefix + "INFO starting the widget", prefix + "ERROR widget frobnication gave up"]
+    got = lw.failure(_w(lines))
+    assert got is not None and got.weak
+    _warned(lines, "unrecognised_failure")
+    # the same line with its level leading it, as every reading before these read it: an error
+    assert _severities([ln[len(prefix):] for ln in lines]) == {"unrecognised_failure": "error"}
+
+
+@pytest.mark.parametrize("prefix", ["[1]<stderr>:", "[vllm]: ", "23:02:54 "])
+def test_a_healthy_servers_tail_behind_those_prefixes_is_no_failure(prefix):
+    # tests/fixtures/vllm-cpu/serve.log: served, then stopped
+    assert lw.failure(_w([prefix + ln for ln in _serve_tail()])) is None
+
+
+def test_an_actors_prefix_with_nothing_after_it_is_a_blank_line():
+    # a/spark_vllm_29469_docker_0112_ptxas_sm121a: the ptxas error, then a dump padded with bare
+    # "(EngineCore_DP0 pid=93)" lines that pushed it out of the last words
+    got = lw.failure(_w(body("a/spark_vllm_29469_docker_0112_ptxas_sm121a")))
+    assert got is not None and "sm_121a" in got.message
+    # the same bare prefixes after a healthy server's last lines add no failure
+    assert lw.failure(_w([*_serve_tail(), "(APIServer pid=5328)", "(APIServer pid=5328)"])) is None
+
+
+# ----------------------------------------------------------------------------- native stacks
+
+def test_torchs_cpp_frames_after_the_failure_are_how_it_aborted():
+    # b/nccl_deepep_106_ib_completion_error_5_multinode: ncclRemoteError, then "frame #1: ..."
+    got = lw.failure(_w(body("b/nccl_deepep_106_ib_completion_error_5_multinode")))
+    assert got is not None and "ncclRemoteError" in got.text
+    assert got.weak  # a status enum on a line with no level: structure alone
+
+
+def test_frames_after_a_warning_are_no_failure():
+    # b/pytorch_heat_1003_daso_errno97_warnings_only (healthy): c10d's IPv6 warning, with frames under it
+    warn = body("b/pytorch_heat_1003_daso_errno97_warnings_only")[-1]
+    frames = ["frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x57 (0x7f in /x/libc10.so)",
+              "frame #1: <unknown function> + 0x10a (0x7f in /x/libtorch_cpu.so)"]
+    assert lw.failure(_w([warn, *frames])) is None
+
+
+# ----------------------------------------------------------------------------- C status enums, failed calls
+
+@pytest.mark.parametrize("rel", [
+    "b/nccl_marin_7018_jax_comminitrankconfig_no_socket_interface",  # "ncclCommInitRankConfig(...) failed:"
+    "b/nccl_nccl-tests_12_driver_insufficient_for_runtime",  # "Cuda failure common.cu:891 '...'", then nvidia-smi
+    "b/ompi_horovod_310_btl_tcp_connect_docker0",  # "connect() to 172.17.0.1 failed: ...", then ifconfig
+])
+def test_failed_c_calls_and_status_enums_on_lines_without_a_level_are_failures(rel, no_patterns):
+    got = lw.failure(_w(body(rel)))
+    assert got is not None and got.kind == "error line"
+    # structure alone: a warning, whatever names it
+    assert got.weak
+    _warned(body(rel))
+
+
+def test_a_line_that_says_it_failed_wins_over_structure_alone():
+    # (made-up wording) a failed C call, then an ERROR line: the ERROR line is the last words (an
+    # error, as before these readings); a cut traceback's frames likewise
+    got = lw.failure(_w(["zzq_open(peer=3) failed", "ERROR widget gave up"]))
+    assert got is not None and not got.weak and got.line == 2
+    got = lw.failure(_w(["Traceback (most recent call last):", '  File "x.py", line 3, in <module>',
+                         "    zzq_open(peer=3) failed"]))
+    assert got is not None and got.kind == "traceback" and not got.weak
+
+
+def test_a_warning_of_structure_alone_does_not_quiet_another_sources_failure(no_patterns):
+    # (made-up wording) one source's status enum names its cause as a warning; another source's
+    # ERROR line is still an error
+    from sparktui.diagnosis.diagnoser import Diagnoser
+
+    d = Diagnoser()
+    d.feed_lines("a", ["starting", "zzq: cudaGetDeviceCount gave cudaErrorNoDevice"])
+    d.feed_lines("b", ["starting", "ERROR widget frobnication gave up"])
+    d.finish()
+    got = {f.id: f.severity for f in d.findings if f.severity != "info"}
+    assert got == {"no_gpu_visible": "warning", "unrecognised_failure": "error"}
+
+
+@pytest.mark.parametrize("rel, needle", [
+    # nccl-2gpu/healthy (NCCL's INFO level): a plugin probe's return code
+    (None, "vm:608:608 [1] NCCL INFO transport/net_ib.cc:852 -> 3"),
+    # b/nccl_fastsocket_4_max_retry_then_connected_healthy: NCCL's INFO notes of retried connects
+    ("b/nccl_fastsocket_4_max_retry_then_connected_healthy", None),
+])
+def test_statuses_nccl_prints_at_info_are_no_failure(rel, needle):
+    lines = [needle] if rel is None else body(rel)
+    assert lw.failure(_w(lines)) is None
+
+
+# ----------------------------------------------------------------------------- deaths
+
+def test_the_kernels_oom_killer_is_a_death_and_its_fact(no_patterns):
+    # a/other_dockerforlinux_1001_kernel_oom_container
+    lines = body("a/other_dockerforlinux_1001_kernel_oom_container")
+    got = lw.failure(_w(lines))
+    assert got is not None and got.kind == "process death" and got.weak
+    assert fact_of(lines[0]) == "host_oom_killed"
+    # the killer's words alone (no pattern): a warning
+    _warned(lines, "host_oom_killed")
+    # tests/fixtures/vllm-cpu/serve.log: a whole healthy server names nothing like it
+    assert not [f for f in diagnose_lines((VLLM_CPU / "serve.log").read_text(encoding="utf-8").splitlines())
+                if f.id == "host_oom_killed"]
+
+
+def test_a_death_logged_below_error_level_is_a_warning(no_patterns):
+    # b/ray_ray_29412_raylet_terminated_unexpectedly: a WARNING, then Ray's state dump
+    lines = body("b/ray_ray_29412_raylet_terminated_unexpectedly")
+    got = lw.failure(_w(lines))
+    assert got is not None and got.quiet and got.kind == "process death"
+    _warned(lines)
+
+
+def test_a_death_inferred_from_its_words_is_a_warning(no_patterns):
+    # (made-up wording) "terminated unexpectedly" on a line with no level: structure alone
+    lines = ["starting the widget daemon", "the widget daemon terminated unexpectedly"]
+    got = lw.failure(_w(lines))
+    assert got is not None and got.kind == "process death" and got.weak
+    _warned(lines, "unrecognised_failure")
+    # a fatal signal says it died by itself: an error, as before
+    assert _severities(["starting the widget daemon", "the widget daemon was killed by signal 11"]) \
+        == {"unrecognised_failure": "error"}
+
+
+def test_a_death_warning_the_program_went_on_past_is_no_failure():
+    # b/ray_ray_8000_worker_died_warning_on_exit_success_healthy: the warning, then "success!"
+    assert lw.failure(_w(body("b/ray_ray_8000_worker_died_warning_on_exit_success_healthy"))) is None
+
+
+def test_an_info_line_starting_with_aborted_is_no_death():
+    # a/vllm_vllm_2484_aborted_requests_info_healthy: vLLM aborts requests a client dropped
+    assert lw.failure(_w(body("a/vllm_vllm_2484_aborted_requests_info_healthy"))) is None
+    assert lw.failure(_w(["Aborted (core dumped)"])) is not None
+
+
+# ----------------------------------------------------------------------------- NCCL's WARN before a paste
+
+def test_ncclss_last_warn_before_a_commands_pasted_output_is_the_last_words(no_patterns):
+    # b/nccl_nccl_769_gid_index_1_linklocal_timeout: the WARN, then `ibv_devinfo` pasted under it
+    lines = body("b/nccl_nccl_769_gid_index_1_linklocal_timeout")
+    got = lw.failure(_w(lines))
+    assert got is not None and got.weak  # NCCL may have gone on where the paste does not show it
+    assert lw.facts(_w(lines), IDS)[1] == "nccl_ib_error"
+    _warned(lines, "nccl_ib_error")
+    # the WARN as the log's very last line (the paste, or the process, stops there): as before, not weak
+    warn = next(ln for ln in lines if "NCCL WARN" in ln)
+    got = lw.failure(_w([*lines[:lines.index(warn)], warn]))
+    assert got is not None and not got.weak
+
+
+def test_a_probes_warn_before_other_output_is_no_failure():
+    # b/nccl_nccl-tests_82_broadcast_socket_libibverbs_warn (healthy): the verbs library probe NCCL
+    # goes on past; then a command's output (b/nccl_nccl_769's ibv_devinfo)
+    probe = next(ln for ln in body("b/nccl_nccl-tests_82_broadcast_socket_libibverbs_warn") if "NCCL WARN" in ln)
+    lines = [probe, *body("b/nccl_nccl_769_gid_index_1_linklocal_timeout")[2:]]
+    assert lw.failure(_w(lines)) is None
+
+
+# ----------------------------------------------------------------------------- facts by structure
+
+@pytest.mark.parametrize("rel, needle, fid", [
+    # the CUDA runtime's fixed strerror for cudaErrorInsufficientDriver
+    ("b/nccl_nccl-tests_12_driver_insufficient_for_runtime", "Cuda failure", "cuda_driver_too_old"),
+    # a CUDA driver API symbol missing from the driver's library (logged at INFO by ollama)
+    ("a/ollama_ollama_6604_driver_too_old_0xc0000139", "cuCtxCreate_v3", "cuda_driver_too_old"),
+    # exit status 127
+    ("a/ollama_ollama_6541_runner_exit_status_127", "exit status", "broken_install"),
+    # a failed ibv_* call, NCCL's words around it cut by the paste
+    ("b/nccl_nccl_769_gid_index_1_linklocal_timeout", "ibv_modify_qp", "nccl_ib_error"),
+])
+def test_facts_that_name_a_cause_by_structure(rel, needle, fid):
+    line = next(ln for ln in body(rel) if needle in ln)
+    got = lw.facts([(1, line)], IDS, quiet=True)
+    assert got is not None and got[1] == fid
+    assert lw.inferred_fact(got[2])  # structure alone
+    # without the facts of structure alone the line names nothing, or another cause (nccl_nccl_769's
+    # line also carries an errno: ETIMEDOUT)
+    other = lw.facts([(1, line)], IDS, quiet=True, inferred=False)
+    assert other is None or other[1] != fid
+
+
+def test_a_fact_of_structure_alone_is_a_warning_unless_the_last_words_say_more(no_patterns):
+    # a/ollama_ollama_6604_driver_too_old_0xc0000139: the missing driver symbol, logged at INFO
+    _warned(body("a/ollama_ollama_6604_driver_too_old_0xc0000139"), "cuda_driver_too_old")
+    # a/ollama_ollama_6541_runner_exit_status_127: the exit status is the last words (an error
+    # before these readings, unrecognised): the fact names it, still an error
+    assert _severities(body("a/ollama_ollama_6541_runner_exit_status_127")) == {"broken_install": "error"}
+
+
+@pytest.mark.parametrize("line", [
+    # tests/fixtures/vllm-cpu/serve.log: the engine's own healthy start-up
+    *[ln for ln in (VLLM_CPU / "serve.log").read_text(encoding="utf-8").splitlines()[:60]],
+])
+def test_a_healthy_start_up_states_none_of_those_facts(line):
+    got = lw.facts([(1, line)], IDS, quiet=True)
+    assert got is None or got[1] not in ("cuda_driver_too_old", "broken_install", "nccl_ib_error", "host_oom_killed")
+
+
+def test_a_kv_cache_that_holds_less_than_one_request_is_kv_cache_oom():
+    # a/vllm_vllm_10517_max_seq_len_kv: "Maximum concurrency for 29000 tokens per request: 0.82x"
+    got = lw.kv_too_small(_w(body("a/vllm_vllm_10517_max_seq_len_kv")))
+    assert got is not None and got[1] == "kv_cache_oom"
+    # a/sglang_sglang_7691_rocm_negative_profiled_tokens: a negative profiled budget
+    assert lw.kv_too_small(_w(body("a/sglang_sglang_7691_rocm_negative_profiled_tokens"))) is not None
+    # tests/fixtures/vllm-cpu/serve.log: "... Maximum concurrency for 512 tokens per request: 4096.00x"
+    assert lw.kv_too_small(_w((VLLM_CPU / "serve.log").read_text(encoding="utf-8").splitlines())) is None
+
+
+# ----------------------------------------------------------------------------- a log that stops waiting
+
+@pytest.mark.parametrize("rel, fid", [
+    # Ray's core: a connect to the GCS that failed, no errno
+    ("b/ray_ray_59110_start_address_localhost_resolved", "ray_gcs_unreachable"),
+    # the same warning again and again while `ray start` retries
+    ("b/ray_ray_23611_windows_unable_to_connect_gcs_localhost", "ray_gcs_unreachable"),
+    # half its retries spent (5 of 6)
+    ("b/ray_nemorl_271_requested_16_gpus_only_8", "ray_placement_group_stuck"),
+])
+def test_a_log_that_stops_waiting_is_named_by_what_it_awaited(rel, fid):
+    got = lw.stopped_waiting(_w(body(rel)), IDS)
+    assert got is not None and got[1] == fid
+
+
+@pytest.mark.parametrize("rel", [
+    # a slow start-up still polling (10 of 100 attempts)
+    "a/vllm_instructlab_2092_waiting_for_server_attempts",
+    # a server's metrics lines, the same line again and again ("Pending: 0 reqs")
+    "a/vllm_vllm_7540_specdec_metrics",
+    # c10d's [W] notices of an IPv6 connect it retries over IPv4
+    "b/pytorch_heat_1003_daso_errno97_warnings_only",
+])
+def test_healthy_waits_and_loops_are_not_a_stop(rel):
+    assert lw.stopped_waiting(_w(body(rel)), IDS) is None
+
+
+def test_a_stopped_wait_is_a_warning_when_nothing_else_spoke():
+    # b/ray_ray_59110 fed whole: whatever names it, it is a warning or an error, never silence
+    got = [f for f in diagnose_lines(body("b/ray_ray_59110_start_address_localhost_resolved")) if f.severity != "info"]
+    assert got
