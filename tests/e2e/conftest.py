@@ -294,7 +294,7 @@ _real_bed = _RealBedStart()
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the mark into the "@group" scope
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Two xdist groups, each in order on one worker (pytest -n 2 --dist loadgroup): the tests on the
+    # Two xdist groups, each in order on one worker (pytest -n 3 --dist loadgroup): the tests on the
     # real-vLLM bed ("vllm") and those on the lean bed ("bed"); they share no bed, so they run side by
     # side, and the tests that need no bed fill in around them.
     here = Path(__file__).parent
