@@ -44,7 +44,7 @@ PREFIXES = {
     "mpirun": "[1,0]<stderr>:",
     "bracket-name": "[worker]: ",
     "time-of-day": "19:11:29 ",
-    "ray-actor": "(RayWorkerWrapper pid=1234, ip=192.168.200.13) ",
+    "ray-actor": "(RayWorkerWrapper pid=1234, ip=127.0.0.2) ",  # text only: never contacted
 }
 
 

@@ -11,7 +11,8 @@ written from the held-in part only, the held-out part is only ever measured.
 
 Scores per part: **any** (a failure case where some expected id is among the error/warning
 findings, or is the info-level fact the case expects), **top-1** (the first error/warning finding
-is the expected root cause), **healthy clean** (a healthy case with no error finding).  Per-cause rows follow with ``--json`` or on the text output.
+is the expected root cause), **healthy clean** (a healthy case with no error finding).  Per-cause
+rows follow with ``--json`` or on the text output.
 Each excerpt is diagnosed without our header lines, as a user's log would come: a header's words (the
 cause line names the error) can match a catalogue pattern that the log itself does not, which put
 the scores about a point high.  ``--with-headers`` feeds the files whole (the former measure).

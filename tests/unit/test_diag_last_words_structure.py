@@ -313,3 +313,11 @@ def test_a_stopped_wait_is_a_warning_when_nothing_else_spoke():
     # b/ray_ray_59110 fed whole: whatever names it, it is a warning or an error, never silence
     got = [f for f in diagnose_lines(body("b/ray_ray_59110_start_address_localhost_resolved")) if f.severity != "info"]
     assert got
+
+
+def test_the_fact_sets_keyed_by_their_why_name_facts_that_exist():
+    # _INFERRED_WHY and _TERMINAL_WHY select _FACTS rows by their why text: a why reworded in one
+    # place only would drop a fact out of its set without a word
+    whys = {why for _, _, why in lw._FACTS}
+    assert lw._INFERRED_WHY <= whys, lw._INFERRED_WHY - whys
+    assert lw._TERMINAL_WHY <= whys, lw._TERMINAL_WHY - whys
