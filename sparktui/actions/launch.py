@@ -391,6 +391,11 @@ class LaunchAction(Action):
                                + f" after {time.monotonic() - started:.0f} s")
             else:
                 rec.status, rec.message = FAIL, why
+        if outcome == "ready" and "api_ready" not in seen[plan.head.node]:
+            # readiness came from HTTP before the head's log line did (a probe can win that race): the
+            # milestone is reached, in the result's data as on the faces
+            seen[plan.head.node].append("api_ready")
+            ctx.emit("milestone", "progress", "API server ready", node=plan.head.node, key="api_ready")
         data = {"launch": plan.launch_id if not attached else "", "plan": plan.plan_hash, "attached": attached,
                 "executor": plan.executor, "engine": plan.engine, "tp": plan.tp, "outcome": outcome,
                 "seconds": round(time.monotonic() - started, 1),
@@ -400,8 +405,6 @@ class LaunchAction(Action):
             data.update(base_url=base, vllm_version=info.version, served_model=info.models[0], ready=True)
             if _is_forward(ctx, plan.head.node):
                 data["serve_hint"] = forward_note(ctx.config, plan.head.node, base)
-            if "api_ready" not in seen[plan.head.node]:  # readiness came from HTTP before the log said so
-                ctx.emit("milestone", "progress", "API server ready", node=plan.head.node, key="api_ready")
             how = "attached to the running cluster" if attached else f"launched on {len(plan.nodes)} nodes"
             return ActionResult(self.name, True, f"{how}: {base} answers ({info.models[0]})",
                                 findings=[*findings, *errs], data=data)
