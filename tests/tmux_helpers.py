@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import time
 import uuid
@@ -28,6 +29,22 @@ class TmuxServer:
     def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=20,
                               check=check)
+
+    def kill(self, timeout: float = 10.0) -> None:
+        """Stop the server and wait until it is gone: `kill-server` returns before the server has
+        exited, and a session started on the same socket meanwhile meets the dying server ("server
+        exited unexpectedly"), as the next test of a module sharing one server does."""
+        self("kill-server", check=False)
+        # gone once its socket refuses a connection (the file itself is left behind)
+        path = os.path.join(os.environ.get("TMUX_TMPDIR") or "/tmp", f"tmux-{os.getuid()}", self.socket)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with socket.socket(socket.AF_UNIX) as s:
+                try:
+                    s.connect(path)
+                except OSError:  # refused, or no file: nothing listens
+                    return
+            time.sleep(0.05)
 
     def capture(self, name: str) -> str:
         return self("capture-pane", "-p", "-t", name).stdout

@@ -90,5 +90,5 @@ def test_two_operators_on_one_account_see_the_lock_queue_behind_it_and_each_othe
         recs = [json.loads(x) for x in (shared / "timeline.jsonl").read_text().splitlines()]
         assert {r["operator"] for r in recs} >= {"ana"} and all(r["operator"] != "bo" for r in recs)
     finally:
-        _tmux("kill-server", check=False)
+        _tmux.kill()
         shutil.rmtree(shared, ignore_errors=True)

@@ -123,5 +123,5 @@ def test_a_note_and_an_action_of_one_operator_reach_the_others_timeline_and_the_
         acts = md.split("## Actions by operator", 1)[1].split("\n## ", 1)[0]
         assert f"### ana@{host}" in acts and "doctor/" in acts.split(f"### ana@{host}", 1)[1], acts
     finally:
-        _tmux("kill-server", check=False)
+        _tmux.kill()
         shutil.rmtree(shared, ignore_errors=True)

@@ -31,4 +31,4 @@ def test_an_observers_refused_keys_say_why_in_a_real_terminal(tmp_path, width, h
         _tmux("send-keys", "-t", name, "q")
         assert "SPARKTUI-EXITED-0" in _tmux.poll(name, lambda s: "SPARKTUI-EXITED-" in s, "the app to exit")
     finally:
-        _tmux("kill-server", check=False)
+        _tmux.kill()

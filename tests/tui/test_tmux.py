@@ -47,7 +47,7 @@ def test_demo_in_tmux_shows_both_nodes_running_containers_and_a_moving_log(tmp_p
         done = _poll(name, lambda s: "SPARKTUI-EXITED-" in s, "the app to exit")
         assert "SPARKTUI-EXITED-0" in done
     finally:
-        _tmux("kill-server", check=False)
+        _tmux.kill()
 
 
 def _layout_ok(screen: str, width: int, height: int) -> bool:
