@@ -175,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
             a.add_argument("--image", help="image to push (default: cluster.hybrid_image or cluster.image)")
             a.add_argument("--from", dest="source", help="source node (default: the head)")
             a.add_argument("--to", dest="targets", action="append", help="target node (repeatable; default: all others)")
+            a.add_argument("--full", action="store_true",
+                           help="send every layer (default: only those the target does not hold)")
 
     pr = sub.add_parser("prompt", help="send a test prompt through the OpenAI-compatible API")
     _common(pr)

@@ -1,4 +1,4 @@
-"""`sparktui push-image [--image IMG] [--from NODE] [--to NODE]... [--yes] [--json]`."""
+"""`sparktui push-image [--image IMG] [--from NODE] [--to NODE]... [--full] [--yes] [--json]`."""
 
 from __future__ import annotations
 
@@ -7,4 +7,5 @@ def run(args) -> int:
     from ..actions.cli_runner import run_action
     from ..actions.push import PushImageAction
 
-    return run_action(args, lambda _c: PushImageAction(image=args.image, source=args.source, targets=args.targets))
+    return run_action(args, lambda _c: PushImageAction(image=args.image, source=args.source,
+                                                       targets=args.targets, full=args.full))

@@ -43,6 +43,7 @@ class ImageInfo:
     architecture: str = ""
     size: int = 0
     repo_tags: tuple[str, ...] = ()
+    layers: tuple[str, ...] = ()  # RootFS.Layers: the diff IDs, bottom first
 
     @property
     def env_map(self) -> dict[str, str]:
@@ -72,7 +73,8 @@ def image_info_from_attrs(ref: str, attrs: dict) -> ImageInfo:
         entrypoint=tuple(c.get("Entrypoint") or ()), cmd=tuple(c.get("Cmd") or ()),
         env=tuple(c.get("Env") or ()), working_dir=c.get("WorkingDir") or "",
         architecture=attrs.get("Architecture", ""), size=int(attrs.get("Size") or 0),
-        repo_tags=tuple(attrs.get("RepoTags") or ()))
+        repo_tags=tuple(attrs.get("RepoTags") or ()),
+        layers=tuple((attrs.get("RootFS") or {}).get("Layers") or ()))
 
 
 async def inspect_image(node: Node, ref: str) -> ImageInfo:

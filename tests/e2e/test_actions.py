@@ -175,6 +175,11 @@ def test_build_and_push_make_doctor_pass(seed):
     assert image_id("spark1", HYBRID) == image_id("spark2", HYBRID) == pushed["data"]["id"]
     assert pushed["data"]["mb_per_s"]["spark2"] > 0
     assert "MB/s" in r.stderr  # the progress line
+    # spark2 holds the base's layers: only the patch layers above them crossed
+    step = next(s for s in pushed["steps"] if s["name"] == "push spark2")
+    size = json.loads(docker("spark1", "image", "inspect", "--format", "{{json .Size}}", HYBRID).stdout)
+    assert step["data"]["layers_left_out"] >= 1 and step["data"]["bytes"] < size / 10, step
+    assert "that spark2 holds" in step["message"]
     r = cli("doctor", "--json")
     res = as_json(r)
     errors = [f for f in res["findings"] if f["severity"] == "error"]
@@ -366,6 +371,58 @@ def test_cancel_during_push_cleans_up(seed):
     assert rc == 130, err
     assert image_id("spark2", big) is None  # nothing half-loaded under the tag
     assert bed_procs("docker save") == [] and bed_procs("sparktui-push-") == []
+    assert bed_procs("SPARKTUI-SKIPPED") == []  # the layer filter (its source is its command line)
+
+
+def test_a_stale_layer_plan_falls_back_to_the_whole_image_and_full_sends_everything(seed):
+    """The target was asked what it holds, then lost a layer before the copy (an image removed and
+    pruned): docker load finds a layer's file missing, and the image is sent again whole.  `--full`
+    sends every layer whatever the target holds."""
+    import asyncio
+
+    from sparktui.actions.base import ActionContext
+    from sparktui.actions.cli_runner import close_nodes, make_nodes
+    from sparktui.actions.push import PushImageAction
+    from sparktui.config import load_config
+    from sparktui.probes.layers import plan_layers
+
+    img = f"stale-{uuid.uuid4().hex[:6]}"
+    b = subprocess.run(["docker", "-H", f"unix://{BED_DIR}/nodes/spark1/docker.sock", "build", "-q", "-t", img, "-"],
+                       input="FROM vllm-node\nRUN echo one > /one\nRUN echo two > /two\n",
+                       capture_output=True, text=True, timeout=300)
+    assert b.returncode == 0, b.stderr
+    try:
+        class Stale(PushImageAction):
+            async def _plan(self, target, info):  # as if spark2 held every layer but the top
+                return plan_layers(info.layers, [(info.layers[:-1], 0)])
+
+        async def push():
+            config = load_config(BED_DIR / "cluster.toml")
+            nodes = make_nodes(config)
+            try:
+                return await Stale(image=img, targets=["spark2"]).run(ActionContext(config, nodes, assume_yes=True))
+            finally:
+                await close_nodes(nodes)
+
+        res = asyncio.run(push())
+        assert res.ok, res.summary
+        steps = {s.name: s for s in res.steps if s.name.startswith("push")}
+        assert steps["push spark2"].status == "warn" and "sending the whole image" in steps["push spark2"].message
+        assert steps["push spark2 whole"].status == "ok" and "left out" not in steps["push spark2 whole"].message
+        assert image_id("spark2", img) == image_id("spark1", img)
+        assert docker("spark2", "run", "--rm", img, "cat", "/one", "/two").stdout.split() == ["one", "two"]
+
+        docker("spark2", "rmi", img, check=True)
+        r = cli("push-image", "--yes", "--json", "--full", "--image", img)
+        pushed = as_json(r)
+        assert r.returncode == 0, pushed["summary"]
+        step = next(s for s in pushed["steps"] if s["name"] == "push spark2")
+        assert "layers_left_out" not in step["data"]
+        size = json.loads(docker("spark1", "image", "inspect", "--format", "{{json .Size}}", img).stdout)
+        assert step["data"]["bytes"] >= size  # every layer crossed (the tar adds headers)
+    finally:
+        for node in ("spark1", "spark2"):
+            docker(node, "rmi", "-f", img)
 
 
 def test_cancel_during_validate_removes_the_container(seed):

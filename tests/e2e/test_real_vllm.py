@@ -91,6 +91,9 @@ def test_seed_flow_doctor_build_push_validate_on_the_real_registry(real_vllm_bed
     pushed = as_json(r)
     assert r.returncode == 0, pushed["summary"]
     assert bed.image_id("spark1", hybrid) == bed.image_id("spark2", hybrid) == pushed["data"]["id"]
+    # spark2 holds the real vLLM image the hybrid is built on: only the patch layer crossed
+    step = next(s for s in pushed["steps"] if s["name"] == "push spark2")
+    assert step["data"]["layers_left_out"] >= 1 and step["data"]["bytes"] < 100e6, step
 
     res = as_json(bed.cli("doctor", "--json", config=cfg))
     assert {c["status"] for c in res["data"]["checks"] if c["check"] in ("architecture", "image_id")} == {"ok"}
