@@ -468,6 +468,15 @@ class Diagnoser:
                     if f:
                         out.append(f)
                     continue
+            k = self._fact_on(sc, lw.line)
+            if k is not None:
+                # the failure's own line states a fact the catalogue knows only as info (a GB10's
+                # memory "Not Supported"): what the program died of, as an exception saying it would be
+                f = sc.findings[k]
+                sc.findings[k] = replace(f, severity=sev or "error",
+                                         evidence=(f"the error it ended with: {lw.text}", *f.evidence))
+                out.append(sc.findings[k])
+                continue
             comp = component(lw, window)
             if lw.kind == "process death" and comp in ENGINES and "engine_dead" in ents \
                     and not any(f.severity != "info" for f in sc.findings):
@@ -513,6 +522,17 @@ class Diagnoser:
             if f:
                 out.append(f)
         return out
+
+    def _fact_on(self, sc, line: int) -> int | None:
+        """The index in ``sc.findings`` of an info fact raised on ``line`` that can be what a program
+        dies of: not a context fact (one another entry is ``benign_after``, a requested shutdown) and
+        not one that stands for another id (``promote_to``, NCCL's return-code trace)."""
+        context = {b for e in self.catalogue.entries.values() for b in e.benign_after}
+        for k, f in enumerate(sc.findings):
+            e = self.catalogue.entries.get(f.id)
+            if f.line == line and f.severity == "info" and e is not None and not e.promote_to and f.id not in context:
+                return k
+        return None
 
     @staticmethod
     def _unrecovered(sc, lw):

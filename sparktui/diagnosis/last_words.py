@@ -605,6 +605,10 @@ _NET_CONTEXT = re.compile(
 _WORLD = r"\b(?:mpi_?size|world_?size|n_?ranks|num_?ranks|num_?gpus|n_?gpus)\b"
 _EQ = r"(?:==|!=|=|must (?:be )?equal(?: to)?|is expected to be equal to|should be|does not (?:match|equal))"
 _TPXPP = r"\b(?:tp|tp_size|tensor_parallel(?:_size)?)\s*\*\s*(?:pp|pp_size|pipeline_parallel(?:_size)?)\b"
+# sh/dash/bash/zsh's message for a command it cannot find: "sh: 1: X: not found", "bash: X: command
+# not found", "/entrypoint.sh: line 67: exec: X: not found" (the body of the line, whole)
+_SHELL_NOT_FOUND = (r"^(?:\S*/)?(?:(?:ba|da|z|k)?sh|[\w.-]+\.(?:ba)?sh):(?: line \d+:| \d+:)? (?:exec: )?(?:{cmd})"
+                    r": (?:command )?not found\s*$")
 _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # NCCL's error level printed from its RDMA transport's own source files (the verbs wrapper, the
     # IB net plugin): while a communicator never finished init, the RDMA setup is what failed
@@ -635,6 +639,15 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
                 r"[^\n]{0,200}\b(?:libcuda\S*|nvcuda\S*)|\b(?:libcuda\S*|nvcuda\S*)[^\n]{0,200}"
                 r"\b(?:symbol lookup for|undefined symbol:?|could not find symbol|missing symbol) cu[A-Z]\w{2,40}"),
      "cuda_driver_too_old", "a CUDA driver API symbol is missing from the driver's library"),
+    # a shell's own "not found" for the program it was asked to run (what exit status 127 prints):
+    # an option in the program's place means the image's entrypoint and the command do not fit
+    # (arguments meant for the entrypoint's program ran as the program); any other name, the image
+    # lacks the program.  Only among a log's last lines (_LAST_ONLY_WHY): a probe for an optional
+    # tool that is absent says the same earlier in a healthy log
+    (re.compile(_SHELL_NOT_FOUND.format(cmd=r"-\S*")),
+     "docker_entrypoint_error", "the shell was asked to run an option as a program (entrypoint and command do not fit)"),
+    (re.compile(_SHELL_NOT_FOUND.format(cmd=r"[^\s-]\S*")),
+     "broken_install", "the shell did not find the program it was asked to run"),
     # a shell's (or a launcher's) exit status 127: a program, or a library it links against, not found
     (re.compile(r"(?i)\bexit(?:ed)?(?: with)? (?:status|code)[:= ]*127\b|\bexit_?code[:= ]*127\b"),
      "broken_install", "exit status 127: a program or a library it needs was not found"),
@@ -680,6 +693,8 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
 # whoever printed them): a finding they name is an error only where the source's last words are
 # more than structure (or the input already has an error); otherwise a warning
 _INFERRED_WHY = frozenset({
+    "the shell was asked to run an option as a program (entrypoint and command do not fit)",
+    "the shell did not find the program it was asked to run",
     "a CUDA driver API symbol is missing from the driver's library",
     "exit status 127: a program or a library it needs was not found",
     "the CUDA driver is older than the runtime (cudaErrorInsufficientDriver)",
@@ -698,7 +713,13 @@ def inferred_fact(why: str) -> bool:
 # around them: the driver's out-of-memory status, the RDMA provider's failed completion (not NCCL's
 # own verbs WARNs: a probe for a library that is absent is one, and NCCL goes on without it)
 _TERMINAL_WHY = frozenset({"the GPU driver could not allocate memory", "the RDMA provider reported a failed work completion",
-                           "the kernel's OOM killer killed a process"})
+                           "the kernel's OOM killer killed a process",
+                           "the shell was asked to run an option as a program (entrypoint and command do not fit)",
+                           "the shell did not find the program it was asked to run"})
+# facts that count only as a log's last line (after them at most notes of the exit), never from the rest
+_EXIT_NOTE = re.compile(r"(?i)\bexit(?:ed|ing)?\b|\bstatus \d+|\breturn(?:ed)? code\b")
+_LAST_ONLY_WHY = frozenset({"the shell was asked to run an option as a program (entrypoint and command do not fit)",
+                            "the shell did not find the program it was asked to run"})
 # facts that stand even at WARNING level: a native extension that did not load (an undefined symbol)
 # is a broken install whether or not the program went on (as a warning then)
 QUIET_FACT_IDS = frozenset({"broken_install", "cuda_driver_too_old"})
@@ -735,8 +756,9 @@ def facts(window: Sequence[tuple[int, str]], known: Iterable[str],
         if not quiet and (level in _QUIET_LEVELS or _QUIET_BRACKET.search(body)):
             continue
         for rx, fid, why in _FACTS:
-            if fid in ids and rx.search(body) and (not terminal or why in _TERMINAL_WHY) \
-                    and (inferred or why not in _INFERRED_WHY):
+            if fid in ids and rx.search(body) and (why in _TERMINAL_WHY if terminal else why not in _LAST_ONLY_WHY) \
+                    and (inferred or why not in _INFERRED_WHY) \
+                    and (why not in _LAST_ONLY_WHY or all(_EXIT_NOTE.search(r[3]) for r in rows[k + 1:])):
                 return n, fid, why, t.strip()
         if terminal:
             continue
@@ -767,6 +789,39 @@ def cma_broken(window: Sequence[tuple[int, str]]) -> tuple[int, str] | None:
     if "Total" in seen and "Free" in seen and seen["Free"][1] > seen["Total"][1]:
         return (seen["Free"][0], f"/proc/meminfo: CmaFree {seen['Free'][1]} kB > CmaTotal {seen['Total'][1]} kB: "
                                  "the kernel's CMA accounting is broken")
+    return None
+
+
+# nvidia-smi's CSV: the fields come from `--query-gpu=a,b,...` on the command line, or from the header
+# row (`memory.total [MiB]`); a row under them splits into as many ", "-separated values
+_QUERY_FIELDS = re.compile(r"--query-gpu[= ]([\w.,]+)")
+_CSV_HEADER = re.compile(r"^\s*[a-z][\w.]*(?: \[[^\]]*\])?(?:\s*,\s*[a-z][\w.]*(?: \[[^\]]*\])?)+\s*$")
+_MEM_FIELDS = ("memory.total", "memory.used", "memory.free", "memory.reserved")
+_NO_VALUE = ("[N/A]", "[Not Supported]", "N/A", "Not Supported")
+
+
+def gpu_memory_unreported(window: Sequence[tuple[int, str]]) -> tuple[int, str, str] | None:
+    """(line, why, text) when an nvidia-smi CSV row gives no value for a memory field: the fact is
+    split over two lines (the fields named on the command line or the header, the value in the row
+    under it), which one-line patterns cannot read.  A number there (any discrete GPU) is nothing."""
+    fields: list[str] = []
+    left = 0
+    for n, t in window:
+        body = lineprefix.body(lineprefix.clean(t))
+        m = _QUERY_FIELDS.search(body)
+        if m is not None or ("memory." in body and _CSV_HEADER.match(body)):
+            names = m.group(1).split(",") if m is not None else [c.split(" [")[0].strip() for c in body.split(",")]
+            fields, left = [f.strip() for f in names], 8  # the rows follow within a few lines
+            continue
+        if not left:
+            continue
+        left -= 1
+        values = [v.strip() for v in body.split(",")]
+        if len(values) != len(fields):
+            continue
+        for name, value in zip(fields, values):
+            if name in _MEM_FIELDS and value in _NO_VALUE:
+                return n, f"nvidia-smi gives {name} as {value}: this GPU reports no memory of its own", t.strip()
     return None
 
 
@@ -917,4 +972,7 @@ def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tup
     got = stopped_waiting(window, ids)
     if got is not None:
         return (*got, "warning")
+    got = gpu_memory_unreported(window) if "gb10_memory_not_supported" in ids else None
+    if got is not None:
+        return got[0], "gb10_memory_not_supported", got[1], got[2], "info"
     return None

