@@ -313,7 +313,8 @@ async def test_unreachable_node_values_are_dimmed_and_footer_shows_action_keys()
     app = sim_app(t=90)
     async with app.run_test(size=(160, 48)) as pilot:
         app.refresh_now()
-        await pilot.pause()
+        # the footer paints after the first refresh: on a loaded machine a pause is not enough
+        await until(pilot, lambda: "d Doctor" in screen_text(app).splitlines()[-1], "the footer's keys")
         footer = screen_text(app).splitlines()[-1]
         for key in ("d Doctor", "b Build", "p Push", "l Launch", "x Stop", "i Investigate"):
             assert key in footer, footer

@@ -76,7 +76,8 @@ async def test_help_and_footer_mark_them_in_the_demo_only():
     assert "not in the demo" not in help_content(False, node_count=2).plain
     app = build_app(demo=True)
     async with app.run_test(size=(200, 50)) as pilot:
-        await pilot.pause()
+        # the footer paints after the first refresh: on a loaded machine a pause is not enough
+        await wait_for(pilot, lambda: "P Prompt" in screen_text(app).splitlines()[-1], "the footer's keys")
         footer = screen_text(app).splitlines()[-1]
         assert "d Doctor" in footer and "P Prompt" in footer  # shown (dimmed), not hidden
         assert app.screen.check_action("guided", ("doctor",)) is None  # Textual's "disabled": dimmed
