@@ -12,8 +12,12 @@ slow start-ups) are reshaped the ways a user's paste differs from the log that w
   tail     only its last 10 / 40 lines (a paste of the end)
   join     two healthy logs one after the other (two runs in one file)
   prefix   every line re-prefixed: a docker compose service ("vllm-1  | "), a docker timestamp,
-           journald, mpirun's tag, a bracketed launcher name, a time of day, a Ray actor
+           journald, mpirun's tag, a bracketed launcher name, a time of day, a Ray actor, the CRI format
   cut+prefix  the 60 % head, re-prefixed with a compose service name
+  json     docker's json-file log (one JSON record per line)
+  prompt   the shell's prompt after the log
+  interrupt   Ctrl+C after the log (the echoed ^C, Python's KeyboardInterrupt, the prompt), after the
+           whole log and after its 60 % head
 
 Each variant is diagnosed by this tree and by ``--base`` (default ``main``: its ``sparktui/`` is
 taken with ``git archive`` into a temporary directory and run in a subprocess).  Listed: the error
@@ -45,7 +49,22 @@ PREFIXES = {
     "bracket-name": "[worker]: ",
     "time-of-day": "19:11:29 ",
     "ray-actor": "(RayWorkerWrapper pid=1234, ip=127.0.0.2) ",  # text only: never contacted
+    "cri": "2025-11-29T19:11:29.002992818Z stderr F ",  # a pod's log file (containerd, CRI-O)
 }
+# Ctrl+C at a terminal: Python's KeyboardInterrupt traceback (as CPython 3.10 prints it), the prompt back
+INTERRUPT = ["^CTraceback (most recent call last):",
+             '  File "/usr/local/bin/vllm", line 8, in <module>',
+             "    sys.exit(main())",
+             '  File "/usr/lib/python3.10/threading.py", line 1116, in _wait_for_tstate_lock',
+             "    if lock.acquire(block, timeout):",
+             "KeyboardInterrupt",
+             "user@spark1:~$ "]
+
+
+def docker_json(lines: list[str]) -> list[str]:
+    """The lines as docker's json-file driver writes them (its key order, compact separators)."""
+    return [json.dumps({"log": ln + "\n", "stream": "stderr", "time": f"2025-11-29T19:11:{k % 60:02d}.002992818Z"},
+                       separators=(",", ":")) for k, ln in enumerate(lines)]
 
 
 def _body_lines(path: Path) -> list[str]:
@@ -83,6 +102,10 @@ def variants(srcs: list[tuple[str, list[list[str]]]]) -> dict[str, list[list[str
             out[f"{name} prefix:{key}"] = [[pre + ln for ln in f] for f in files]
         out[f"{name} cut60+compose"] = [[PREFIXES["compose"] + ln for ln in f[:max(1, len(f) * 60 // 100)]]
                                         for f in files]
+        out[f"{name} json"] = [docker_json(f) for f in files]
+        out[f"{name} prompt"] = [[*f, "user@spark1:~$ "] for f in files]
+        out[f"{name} interrupt"] = [[*f, *INTERRUPT] for f in files]
+        out[f"{name} cut60+interrupt"] = [[*f[:max(1, len(f) * 60 // 100)], *INTERRUPT] for f in files]
         other = srcs[(i + 1) % len(srcs)]
         if other[0] != name:
             out[f"{name} join {other[0]}"] = [[*files[0], *other[1][0]]]

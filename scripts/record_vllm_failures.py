@@ -12,6 +12,14 @@ the bed's paths rewritten to neutral ones (/models/...).  Cases:
     port_in_use               the serve port already held by another listener
     broken_install            the image with a torchvision built for another torch
     shm_too_small             docker's default 64 MiB /dev/shm (no --ipc host)
+
+and two healthy start-ups stopped on purpose (what a stop asked for during start-up prints: the
+counterpart of reading a hang that a person ended with Ctrl+C):
+
+    stopped_startup_sigint    SIGINT (Ctrl+C) once the weights are loaded, before the server is up
+    stopped_startup_docker_stop  `docker stop` at the same point: SIGTERM, which the server (PID 1 of
+                              its container, no handler for it yet) ignores; it came up, and the
+                              SIGKILL 10 s later left no line (exit 137)
 """
 
 from __future__ import annotations
@@ -52,6 +60,8 @@ def main(argv: list[str]) -> int:
         "port_in_use": dict(hold_port=True),
         "broken_install": dict(image=info["broken_image"]),
         "shm_too_small": dict(ipc_host=False),
+        "stopped_startup_sigint": dict(stop_at="Loading weights took", signal="INT"),
+        "stopped_startup_docker_stop": dict(stop_at="Loading weights took", signal="stop"),
     }
     only = set(argv[2:])
     out.mkdir(parents=True, exist_ok=True)
@@ -79,6 +89,15 @@ def main(argv: list[str]) -> int:
         r = docker(*args)
         if r.returncode != 0:
             raise SystemExit(f"record: {name}: {r.stderr.strip()}")
+        if case.get("stop_at"):
+            while case["stop_at"] not in (lambda r: r.stdout + r.stderr)(docker("logs", cname)):
+                if time.monotonic() - t0 > 600:
+                    raise SystemExit(f"record: {name}: {case['stop_at']!r} never printed")
+                time.sleep(0.2)
+            if case["signal"] == "stop":
+                docker("stop", "--time", "10", cname)
+            else:
+                docker("kill", "--signal", case["signal"], cname)
         code = docker("wait", cname, timeout=600).stdout.strip()
         logs = docker("logs", "--timestamps", cname)
         # stdout and stderr merged back into one stream by the daemon's timestamps, then dropped

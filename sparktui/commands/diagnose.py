@@ -236,11 +236,21 @@ def analyse(paths: list[str], max_bytes: int = MAX_INPUT_BYTES, notes: list[str]
         key = name if seen[name] == 1 else f"{name}#{seen[name]}"
         sc = dg.scanner(key)
         margin: str | None = None
+        wrapped = False
+        stamp = None
         try:
             for chunk in _chunks(fh, name, max_bytes, notes):
-                if margin is None:  # a log pasted indented or quoted: its margin is no part of a line
-                    margin = lineprefix.paste_margin(chunk)
-                sc.feed(lineprefix.strip_margin(chunk, margin))
+                if margin is None:
+                    # docker's json-file log: each line's text is inside a JSON object
+                    wrapped = lineprefix.docker_json(chunk)
+                    # a log pasted indented or quoted: its margin is no part of a line
+                    first = lineprefix.from_docker_json(chunk) if wrapped else chunk
+                    margin = lineprefix.paste_margin(first)
+                    # and a stamp on every line that no known format reads (a time of day, a tag)
+                    stamp = lineprefix.paste_prefix(lineprefix.strip_margin(first, margin))
+                if wrapped:
+                    chunk = lineprefix.from_docker_json(chunk)
+                sc.feed(lineprefix.strip_prefix(lineprefix.strip_margin(chunk, margin), stamp))
         finally:
             if path != "-":
                 fh.close()

@@ -28,7 +28,7 @@ from ..logs.sanitize import clean_line
 from ..model import Finding, Milestone
 from . import lineprefix
 from .catalogue import Catalogue, Entry, default_catalogue
-from .end_phase import default_end_phases
+from .end_phase import LogEnd, default_end_phases, log_end
 from .exc_shapes import default_shapes, parse as parse_exception
 from .last_words import IGNORED_HEAD, WINDOW
 from .milestones import MilestoneTracker, Rules, default_rules
@@ -81,6 +81,13 @@ _LOW_KEY = "low-level line"
 # an info entry (a fact, e.g. NVML cannot report GB10 memory) matched on the exception a program
 # raised is what that program died of: an error, under its own key
 _EXC_KEY = "raised exception"
+
+
+def _stopped(end: LogEnd | None) -> list[str]:
+    """The evidence line for a stop that was asked for after the log's last line, if any."""
+    if end is None or end.stop is None:
+        return []
+    return [f"then a stop was asked for, line {end.stop[0]}: {end.stop[1][:200]}"]
 
 
 def _frame_line(body: str) -> str | None:
@@ -724,21 +731,25 @@ class SourceScanner:
         self._raise(entry, lineno, evidence, out)
         return out[0] if out else None
 
-    def hang_cause(self) -> list[Finding]:
+    def hang_cause(self, end: LogEnd | None = None) -> list[Finding]:
         """The cause named by a hang marker (milestones.toml ``hang_after``) when this log stopped
         RIGHT AFTER it inside its open phase: only blank lines follow it, no error came after it.
-        Called at end of input (``finish``) and, live, when the stall detector raises its alarm."""
+        Called at end of input (``finish``, with the log's end: a stop asked for after it is set
+        aside) and, live, when the stall detector raises its alarm."""
         mark = self.milestones.hang_mark()
-        if mark is None or not self.tail:
+        last = end.lines[-TAIL_LINES:] if end is not None else list(self.tail)
+        if mark is None or not last:
             return []
         line, fid, text, phase = mark
-        if line < self.tail[0][0]:
+        if line < last[0][0]:
             return []  # more lines followed than the tail holds: not right after it
-        if any(n > line and lineprefix.body(lineprefix.clean(t)).strip() for n, t in self.tail):
+        if any(n > line and lineprefix.body(lineprefix.clean(t)).strip() for n, t in last):
             return []  # something else was printed after it: the process went on
-        if any(f.severity == "error" and (f.line or 0) > line for f in self.findings):
+        before = end.stop[0] if end is not None and end.stop else None
+        if any(f.severity == "error" and (f.line or 0) > line and (before is None or (f.line or 0) < before)
+               for f in self.findings):
             return []
-        tail = [f"{n}: {t}" for n, t in self.tail]
+        tail = [f"{n}: {t}" for n, t in last] + _stopped(end)
         f = self.raise_derived(fid, line, [text, f"the log stops right after it, during {phase}"] + tail)
         return [f] if f else []
 
@@ -749,7 +760,10 @@ class SourceScanner:
             return out
         self.finished = True
         out.extend(self._promote())
-        last_error = max((f.line or 0 for f in self.findings if f.severity == "error"), default=0)
+        end = log_end(list(self.window), default_end_phases())
+        # errors printed while a requested stop tore the process down are not what it stopped in
+        last_error = max((f.line or 0 for f in self.findings if f.severity == "error"
+                          and (end.stop is None or (f.line or 0) < end.stop[0])), default=0)
         tail = [f"{n}: {t}" for n, t in self.tail]
         done_ids = {s.comm_id for t in self.trackers for s in t.comms.values() if s.init_complete and s.comm_id}
         for st in (s for t in self.trackers for s in t.open_inits()):
@@ -767,23 +781,23 @@ class SourceScanner:
                 if f:
                     out.append(f)
                 break
-        out.extend(self.hang_cause())  # the specific cause first, then the hang it explains
+        out.extend(self.hang_cause(end))  # the specific cause first, then the hang it explains
         phase = self.milestones.open_phase()
         # the last line inside a phase of end_phases.toml that names its own finding (the rendezvous
         # of distributed init) says more than the open milestone phase around it: that one alone
-        ends = default_end_phases().ends_in(list(self.tail))
+        ends = default_end_phases().ends_in(end.lines[-TAIL_LINES:])
         named_end = ends is not None and ends[1].finding != "suspected_hang" and ends[0] > last_error
         if phase is not None and (phase[0] or 0) > last_error and not (named_end and ends[0] >= (phase[0] or 0)):
             f = self.raise_derived(
-                "suspected_hang", phase[0], [f"log ends during {phase[1]}"] + tail,
+                "suspected_hang", phase[0], [f"log ends during {phase[1]}"] + _stopped(end) + tail,
                 title=f"Log ends during {phase[1]} (suspected hang)",
             )
             if f:
                 out.append(f)
-        out.extend(self._end_phase(last_error, tail))
+        out.extend(self._end_phase(last_error, end))
         out.extend(self._bare_exception())
         out.extend(self._together())
-        out.extend(self._cut_frames())
+        out.extend(self._cut_frames(end))
         out.extend(self._tail_during())
         return out
 
@@ -817,15 +831,16 @@ class SourceScanner:
                 out.append(f)
         return out
 
-    def _cut_frames(self) -> list[Finding]:
-        """A log that ends inside traceback frames whose header and exception were both cut off:
-        the last frame's function may still say what it was raising (exc_shapes.toml frames)."""
-        if self._tb is not None or self._cause_named():
+    def _cut_frames(self, end: LogEnd) -> list[Finding]:
+        """A log that ends inside traceback frames whose header and exception were both cut off
+        (or a person's Ctrl+C came there): the last frame's function may still say what it was
+        raising (exc_shapes.toml frames)."""
+        if (self._tb is not None and end.stop is None) or self._cause_named():
             return []
         # the nearest frames first: the raising one may be a generic helper (an error-check wrapper)
         # called from the frame that says what was being done
         seen = 0
-        for lineno, text in reversed(self.tail):
+        for lineno, text in reversed(end.lines[-TAIL_LINES:]):
             body = lineprefix.body(lineprefix.clean(text)).strip()
             if body.startswith("Traceback (most recent call last)"):
                 break
@@ -869,21 +884,25 @@ class SourceScanner:
         return any(f.severity == "error" and f.id in cat
                    and not (cat[f.id].consequence or f.id == "unhandled_exception") for f in self.findings)
 
-    def _end_phase(self, last_error: int, tail: list[str]) -> list[Finding]:
+    def _end_phase(self, last_error: int, end: LogEnd) -> list[Finding]:
         """A log whose last line is inside a start-up phase (end_phases.toml) stopped there.  A
-        warning: a hand-cut excerpt ends the same way, so it is a suspicion, not a proven fault."""
+        warning: a hand-cut excerpt ends the same way, so it is a suspicion, not a proven fault.
+        The last line is the log's own (``end``): a shell prompt pasted after it, or a stop asked
+        for while it waited (Ctrl+C, SIGTERM) and the teardown it printed, are set aside."""
         eps = default_end_phases()
-        ended = eps.last_line(list(self.tail), explained=self._cause_named())
+        last = end.lines[-TAIL_LINES:]
+        tail = [f"{n}: {t}" for n, t in last]
+        ended = None if end.stop else eps.last_line(last, explained=self._cause_named())
         if ended is not None and ended[0] > last_error:  # the last line says how it ended
-            text = next(t for n, t in self.tail if n == ended[0])
+            text = next(t for n, t in last if n == ended[0])
             f = self.raise_derived(ended[1], ended[0], [f"the log's last line: {text.strip()}"] + tail)
             return [f] if f else []
-        got = eps.ends_in(list(self.tail))
+        got = eps.ends_in(last)
         if got is None or got[0] <= last_error:
             return []
         lineno, ph = got
         # the marker is the last non-blank line: the last five lines show it and what led to it
-        f = self.raise_derived(ph.finding, lineno, [f"the log ends during {ph.text}"] + tail[-5:],
+        f = self.raise_derived(ph.finding, lineno, [f"the log ends during {ph.text}"] + _stopped(end) + tail[-5:],
                                title=f"Log ends during {ph.text} (suspected hang)", severity="warning")
         return [f] if f else []
 

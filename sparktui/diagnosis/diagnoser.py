@@ -163,6 +163,7 @@ class Diagnoser:
         for sc in self.scanners.values():
             out.extend(sc.finish())
         self._rendezvous_absent()
+        self._one_host()  # before the shutdown context: a fact fine for one machine names no cause there
         self._shutdown_context()
         self._served_after()
         out.extend(self._last_words())

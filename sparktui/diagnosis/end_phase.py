@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import lineprefix
+from .last_words import CTRL_C, is_shutdown_request, terminal_residue
 
 PHASES_PATH = Path(__file__).with_name("end_phases.toml")
 
@@ -73,6 +74,40 @@ class EndPhases:
             ph = self.of_line(text)
             return (lineno, ph) if ph is not None else None
         return None
+
+
+@dataclass(frozen=True)
+class LogEnd:
+    """Where a log's own output ended: ``lines`` up to its last real line (the terminal's residue
+    left out, and a stop that was asked for with what it printed), ``stop`` the line of that request."""
+
+    lines: list[tuple[int, str]]
+    stop: tuple[int, str] | None = None
+
+
+def log_end(window: list[tuple[int, str]], eps: "EndPhases") -> LogEnd:
+    """The end of a log as the process left it.  A hang is usually ended by a person (Ctrl+C, a
+    KeyboardInterrupt traceback) or an orchestrator (SIGTERM, "shutting down"): what it was doing
+    is the last line BEFORE that request, so the request and the teardown after it are set aside
+    when nothing after the request is inside a phase again (the process did not go on)."""
+    k = len(window)
+    while k and terminal_residue(window[k - 1][1]):
+        k -= 1
+    first: int | None = None
+    for i in range(k - 1, -1, -1):
+        text = window[i][1]
+        if eps.of_line(text) is not None:
+            break  # the last phase line: a request (if any) came after it
+        body = lineprefix.body(lineprefix.clean(text)).lstrip()
+        if body.startswith(CTRL_C) or is_shutdown_request(text):
+            first = i
+    if first is None:
+        return LogEnd(window[:k])
+    stop = (window[first][0], lineprefix.clean(window[first][1]).strip())
+    k = first
+    while k and terminal_residue(window[k - 1][1]):
+        k -= 1
+    return LogEnd(window[:k], stop)
 
 
 def parse_end_phases(text: str, path: str, known_ids: set[str] | None = None) -> EndPhases:

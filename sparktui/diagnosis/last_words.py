@@ -85,6 +85,8 @@ _NCCL_QUIET = re.compile(r"\bNCCL (?:INFO|TRACE)\b")
 # a level word leading the message ("ERROR: ...", "[ERROR] ...", "FATAL ...", "Error: ...")
 _LEVEL_WORD = re.compile(
     r"^\[?(?P<lvl>ERROR|FATAL|CRITICAL|Error|Fatal|fatal error)\]?[:\s]"
+    # ... after a component's tag ("[sgl_kernel] CRITICAL: ...", "[worker-0] FATAL: ...", "[llama] error: ...")
+    r"|^(?:\[[\w.@/:-]{1,40}\] ?){1,2}(?:\[?(?:ERROR|FATAL|CRITICAL)\]?:?\s|(?:Error|Fatal|error|fatal):\s)"
     # a program's or function's own "name: error: ..." (argparse, GNU tools, C libraries' "func: failed to")
     r"|^(?:[\w.:/-]{1,80}: ){1,2}(?:(?:initiali[sz]ation|internal|runtime|fatal) )?(?:error|fatal|ERROR|FATAL|failed to|unable to|cannot)\b"
     # a compiler driver's padded level ("ptxas fatal   : ...", "nvcc fatal   : ...")
@@ -334,6 +336,57 @@ def teardown(lines: list[tuple[int, str, str, str]]) -> set[int]:
     return out
 
 
+# what a terminal adds after the log when it is copied: a shell's prompt (with or without a command
+# typed at it), the echo of Ctrl+C alone
+_PROMPT = re.compile(r"^(?:\([\w.-]{1,64}\) )?(?:[\w.-]{1,64}@[\w.-]{1,64}(?::[^\s$#%]{0,200})?\s?[$#%]"
+                     r"|\[[\w.-]{1,64}@[\w.-]{1,64}[^\]]{0,200}\][$#]|\$|PS [A-Z]:\\[^>]{0,200}>|[A-Z]:\\[^>]{0,200}>)"
+                     r"(?: .*)?$")
+CTRL_C = "^C"
+_INTERRUPTED = re.compile(r"^(?:\^C)?(?:[\w.]+\.)?KeyboardInterrupt\b")
+_TB_PART = re.compile(r'^(?:\^C)?Traceback \(most recent call last\)|^File "[^"]+", line \d+|^During handling of the above'
+                      r"|^The above exception was the direct cause|^\^+$|^[~^ ]+$")
+
+
+def terminal_residue(text: str) -> bool:
+    """A line the terminal added after the log: blank, a shell prompt, a lone ^C."""
+    body = lineprefix.clean(text).strip()
+    return not body or body == CTRL_C or _PROMPT.match(body) is not None
+
+
+def before_interrupt(window: Sequence[tuple[int, str]]) -> tuple[list[tuple[int, str]], int] | None:
+    """(the window before it, its first line) when the log ends in a person's Ctrl+C: the echoed
+    ^C, Python's KeyboardInterrupt and its traceback, the prompt back; None otherwise.  What the
+    process printed before it is what it was doing (or failed with) when the person gave up."""
+    k = len(window)
+    while k and terminal_residue(window[k - 1][1]):
+        k -= 1
+    if k == len(window) and not k:
+        return None
+    j = k - 1
+    if j < 0:
+        return None
+    last = lineprefix.body(lineprefix.clean(window[j][1])).strip()
+    if not _INTERRUPTED.match(last) and not (k < len(window) and any(
+            lineprefix.clean(t).strip() == CTRL_C for _, t in window[k:])):
+        return None
+    if _INTERRUPTED.match(last):
+        # up its traceback: frames, their source lines (indented), the chain's joints
+        while j > 0:
+            prev = window[j - 1][1]
+            body = lineprefix.body(lineprefix.clean(prev))
+            if not body.strip() or prev[:1] in " \t" or _TB_PART.match(body.strip()):
+                j -= 1
+                if body.lstrip().startswith(("Traceback", "^CTraceback")):
+                    break
+                continue
+            break
+    first = window[j][0] if j < len(window) else window[-1][0]
+    cut = list(window[:j])
+    while cut and terminal_residue(cut[-1][1]):
+        cut.pop()
+    return (cut, first) if cut else None
+
+
 def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
     """The failure among the last ``LAST`` non-blank lines of ``window`` (nearest the end first
     for deaths and exits, which are what ended the process; the earliest exception of those lines
@@ -402,7 +455,9 @@ def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
             if not (level or t[:1] in " \t" or _QUIET_BRACKET.search(body)):
                 break
     if found is None or shutdown_before(window, found.line) is not None:
-        return None
+        # a person's Ctrl+C at the end: the failure (if any) is what came before it
+        cut = before_interrupt(window)
+        return failure(cut[0]) if cut is not None else None
     if found.kind == "exception" and found.message.endswith("{"):
         found = replace(_json_record(found, lines), weak=found.weak)
     return found

@@ -3,6 +3,7 @@
 Seen in real logs (reference docs, fixtures, public bug reports):
   journald / syslog       ``Oct 04 15:02:41 llm sd-webui-forge-start[394]: `` (short-iso: ISO time, host, unit[pid])
   docker --timestamps     ``2026-11-29T19:11:29.002992818Z ``
+  CRI (containerd, CRI-O) ``2026-11-29T19:11:29.002992818Z stderr F `` (a pod's log file on its node)
   docker compose          ``vllm-1  | ``
   Ray / vLLM actors       ``(RayWorkerWrapper pid=1234, ip=192.168.200.13) ``, ``(EngineCore_DP0 pid=96) ``
   torch per-rank          ``[rank0]:``
@@ -17,6 +18,7 @@ out) to tell a traceback's own continuation lines from interleaved lines of othe
 
 from __future__ import annotations
 
+import json
 import re
 
 from ..logs.sanitize import strip_ansi
@@ -27,7 +29,9 @@ _PREFIX = re.compile(
     r"(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]{1,64} [\w@.:/-]{1,80}?(?:\[\d+\])?: )?"
     r"(?:\[pod/[^\]\s]{1,200}\] )?"  # kubectl logs --prefix
     # docker timestamp; after it, journalctl -o short-iso's "host unit[pid]: "
-    r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? (?:[\w.-]{1,64} [\w@.:/-]{1,80}?\[\d+\]: )?)?"
+    # or the CRI log format of containerd/CRI-O (a pod's files under /var/log/pods): "stderr F "
+    r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? (?:[\w.-]{1,64} [\w@.:/-]{1,80}?\[\d+\]: "
+    r"|std(?:out|err) [FP] )?)?"
     # docker compose service prefix ("vllm-1  | ", "head  | "), with `logs -t` its timestamp after it
     r"(?:[\w.-]{1,64}\s+\| (?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)? )?)?"
     # launchers: mpirun "[1,0]<stderr>:", srun/torchrun "0: ", pdsh "node01: " (a host name with a digit)
@@ -184,3 +188,75 @@ def strip_margin(lines: list[str], margin: str) -> list[str]:
     bare = margin.rstrip()  # "> " pasted as ">" on an empty quoted line
     return [ln[n:] if ln.startswith(margin) else (ln[len(bare):] if bare and ln.startswith(bare) else ln)
             for ln in lines]
+
+
+_DOCKER_JSON = re.compile(r'^\{\s*"log"\s*:\s*"')
+
+
+def docker_json(lines: list[str]) -> bool:
+    """Whether a file is docker's json-file log (``/var/lib/docker/containers/<id>/<id>-json.log``),
+    one ``{"log": "...\\n", "stream": ..., "time": ...}`` object per line: most non-blank lines
+    of its first chunk are such objects.  Offline only, on the first chunk of a file."""
+    body = [ln for ln in lines[:200] if ln.strip()]
+    return len(body) >= 1 and sum(1 for ln in body if _DOCKER_JSON.match(ln)) * 10 >= len(body) * 8
+
+
+def from_docker_json(lines: list[str]) -> list[str]:
+    """Each object's ``log`` text (its newline dropped); a line that is not such an object stays."""
+    out = []
+    for ln in lines:
+        if _DOCKER_JSON.match(ln):
+            try:
+                rec = json.loads(ln)
+            except ValueError:
+                out.append(ln)
+                continue
+            text = rec.get("log") if isinstance(rec, dict) else None
+            if isinstance(text, str):
+                out.append(text[:-1] if text.endswith("\n") else text)
+                continue
+        out.append(ln)
+    return out
+
+
+# a launcher's or a terminal multiplexer's own stamp before every line that no known format names:
+# a time of day ("19:11:29 ", "[19:11:29.120] "), or the same short tag on every line ("[worker]: ",
+# "node-a> ").  Read off a whole paste like its margin: only where nearly every line carries it.
+_TIME_OF_DAY = re.compile(r"^\[?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]? ")
+_TAG_END = re.compile(r"(?:\]:? |: | \| |> )")
+_PREFIX_SHARE = 0.9
+
+
+def paste_prefix(lines: list[str]) -> re.Pattern[str] | None:
+    """A stamp every line of a paste starts with that the known prefixes do not read (``_PREFIX``),
+    as a pattern to strip, or None.  Offline only, on the first chunk of a file (after its margin)."""
+    body = [ln for ln in lines[:400] if ln.strip()]
+    if len(body) < 3:
+        return None
+    need = max(3, int(len(body) * _PREFIX_SHARE + 0.999))
+    cands: list[re.Pattern[str]] = [_TIME_OF_DAY]
+    head = body[0]
+    for m in _TAG_END.finditer(head[:48]):
+        tag = head[:m.end()]
+        # a stamp is one word ("[worker]: ", "node-a> "), never a phrase a program repeats
+        # ("Loading safetensors checkpoint shards: ")
+        if tag.strip() and not any(c.isspace() for c in head[:m.start()]):
+            cands.append(re.compile(re.escape(tag)))
+    for rx in cands:
+        if sum(1 for ln in body if rx.match(ln)) < need:
+            continue
+        sample = next(ln for ln in body if rx.match(ln))
+        if rx.match(split(clean(sample))[1]) is None:
+            continue  # a known prefix reads it (a compose service, a pdsh host): it stays theirs
+        return rx
+    return None
+
+
+def strip_prefix(lines: list[str], rx: re.Pattern[str] | None) -> list[str]:
+    if rx is None:
+        return lines
+    out = []
+    for ln in lines:
+        m = rx.match(ln)
+        out.append(ln[m.end():] if m else ln)
+    return out

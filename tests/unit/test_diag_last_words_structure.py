@@ -405,3 +405,18 @@ def test_the_shells_not_found_with_the_log_going_on_is_nothing(tmp_path):
     assert not [f for f in diagnose_lines([line, *_serve_tail()]) if f.severity != "info"]
     # held-in sglang_softthinking_10: py-spy missing while a hang is dumped; the hang is still the cause
     assert named(held_in("a/sglang_softthinking_10_watchdog_sigquit"))[0] == "suspected_hang"
+
+
+def test_an_error_level_after_a_components_tag_is_an_error_line():
+    # held-in a/sglang_sglang_17460_sgl_kernel_cpu_torch_mismatch: the log's last ten lines, a paste
+    # of the end (its ImportError is above them)
+    tail = body("a/sglang_sglang_17460_sgl_kernel_cpu_torch_mismatch")[-10:]
+    got = lw.failure(_w(tail))
+    assert got is not None and got.kind == "error line" and got.message.startswith("Could not load any common_ops")
+    assert [f.id for f in diagnose_lines(tail) if f.severity != "info"]
+
+
+@pytest.mark.parametrize("line", ["[stats] error rate 0.0", "[x] errors: 0", "[vllm] INFO: fine",
+                                  "[Gloo] Rank 0 is connected to 1 peer ranks. Expected number of connected peer ranks is : 1"])
+def test_a_tag_before_words_that_are_no_error_level_is_nothing(line):
+    assert lw.read_line(*lw._body(line)) is None

@@ -1,0 +1,187 @@
+"""A log as users paste it (issue 31, found by scripts/failing_stress.py): what a terminal adds after
+it (a prompt, Ctrl+C and Python's KeyboardInterrupt), the formats a collector wraps it in (the CRI
+log files of containerd and CRI-O, docker's json-file log), and a stamp on every line that no known
+format reads.  Each reading has its benign counterpart: a real healthy server stopped by a request,
+real progress lines, a structured application log, known prefixes left to their own reader.
+
+Failing lines are held-in corpus cases; the KeyboardInterrupt traceback is what a real CPython
+prints when a real process gets SIGINT (made by the test).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sparktui.commands.diagnose import analyse
+from sparktui.diagnosis import lineprefix
+from sparktui.diagnosis import last_words as lw
+from sparktui.diagnosis.end_phase import default_end_phases, log_end
+
+from corpus_helpers import ROOT, body, diagnose_lines
+
+VLLM_CPU = ROOT / "tests" / "fixtures" / "vllm-cpu"
+PROMPT = "user@spark1:~/vllm$ "
+
+
+@pytest.fixture(scope="module")
+def ctrl_c() -> list[str]:
+    """What a terminal shows when a person presses Ctrl+C on a Python program that waits: the echoed
+    ^C in front of the real interpreter's KeyboardInterrupt traceback, then the prompt."""
+    p = subprocess.Popen([sys.executable, "-u", "-c", "import time\nprint('ready', flush=True)\ntime.sleep(60)\n"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    p.send_signal(signal.SIGINT)
+    out = p.communicate(timeout=30)[0].splitlines()
+    assert out[-1] == "KeyboardInterrupt" and out[0].startswith("Traceback")
+    return ["^C" + out[0], *out[1:], PROMPT]
+
+
+def _named(lines: list[str]) -> list[str]:
+    return [f.id for f in diagnose_lines(lines) if f.severity != "info"]
+
+
+def _file(tmp_path: Path, lines: list[str], name: str = "pasted.log", end: str = "\n") -> str:
+    p = tmp_path / name
+    p.write_bytes((end.join(lines) + end).encode("utf-8"))
+    return str(p)
+
+
+# ------------------------------------------------------------------- the terminal after the log
+@pytest.mark.parametrize("line", [PROMPT, "root@3f2a9c:/workspace# ", "(venv) me@box:~/x$ python serve.py", "$ ",
+                                  "[me@node01 ~]$ ls", "PS C:\\Users\\me> ", "^C", ""])
+def test_a_prompt_or_an_echoed_ctrl_c_is_the_terminal_not_the_log(line):
+    assert lw.terminal_residue(line)
+
+
+@pytest.mark.parametrize("line", ["INFO 08-31 09:50:46 utils.py:975] Found nccl", "Loading $ 3 shards",
+                                  "alice@example.com wrote:", "worker@node1: 12 tasks", "KeyboardInterrupt"])
+def test_log_lines_that_look_alike_are_not_the_terminal(line):
+    assert not lw.terminal_residue(line)
+
+
+@pytest.mark.parametrize("case, expect", [
+    ("a/vllm_vllm_8058_hang_nccl_step_tp2", "nccl_init_hang"),  # stops in NCCL bootstrap
+    ("a/sglang_sglang_17157_dp_encoder_capture_hang", "suspected_hang"),  # stops in CUDA graph capture
+    ("b/pytorch_powersgd_21_stale_file_init_barrier", "rendezvous_timeout"),  # stops in the store barrier
+])
+def test_a_hang_a_person_ended_with_ctrl_c_is_still_the_hang(case, expect, ctrl_c):
+    lines = body(case)
+    assert _named(lines)[:1] == [expect]
+    assert _named([*lines, "^C"])[:1] == [expect]
+    assert _named([*lines, PROMPT])[:1] == [expect]
+    found = [f for f in diagnose_lines([*lines, *ctrl_c]) if f.id == expect]
+    assert found and found[0].severity == "warning"
+    assert any("a stop was asked for" in e for e in found[0].evidence)
+
+
+@pytest.mark.parametrize("case, expect", [
+    ("a/vllm_akash_543_rank0_pynccl_comminitrank", "nccl_comm_init_failed"),  # frames cut, then Ctrl+C
+    ("a/vllm_ipexllm_13287_glm41v_unsupported", "unsupported_architecture"),
+    ("a/gpustack_gpustack_2023_crosshost_vllm_pp_group_nccl", "nccl_comm_init_failed"),
+])
+def test_a_failure_then_ctrl_c_is_still_the_failure(case, expect, ctrl_c):
+    lines = body(case)
+    assert _named(lines)[:1] == [expect]
+    assert _named([*lines, *ctrl_c])[:1] == [expect]
+
+
+def test_ctrl_c_after_a_wait_that_is_not_a_phase_says_nothing_is_wrong(ctrl_c):
+    # the real vLLM serving and idle, then Ctrl+C: no phase was open, nothing failed
+    lines = (VLLM_CPU / "serve.log").read_text(encoding="utf-8").splitlines()
+    up = next(k for k, t in enumerate(lines) if "Application startup complete" in t)
+    assert [f.id for f in diagnose_lines([*lines[:up + 1], *ctrl_c]) if f.severity != "info"] == []
+    assert lw.failure(list(enumerate([*lines[:up + 1], *ctrl_c], 1))) is None
+
+
+@pytest.mark.parametrize("name", ["stopped_startup_sigint.log", "stopped_startup_docker_stop.log"])
+def test_the_real_vllm_stopped_during_start_up_is_no_failure(name):
+    # recorded from the real server (scripts/record_vllm_failures.py): a stop asked for during
+    # start-up is not a failure, and not a hang where the log left no phase open
+    dg = analyse([str(VLLM_CPU / name)])
+    assert [f.id for f in dg.findings if f.severity == "error"] == []
+    assert [f.id for f in dg.findings if f.severity == "warning"] == []
+
+
+def test_the_log_end_sets_aside_a_stop_only_when_nothing_after_it_is_in_a_phase():
+    eps = default_end_phases()
+    hang = body("a/vllm_vllm_8058_hang_nccl_step_tp2")
+    w = list(enumerate([*hang, "^C", "INFO:     Shutting down", PROMPT], 1))
+    end = log_end(w, eps)
+    assert end.stop == (len(hang) + 1, "^C") and end.lines[-1][1] == hang[-1]
+    # the process went on into a phase after the request: its end is that phase line, no stop
+    w2 = list(enumerate(["Received SIGTERM, shutting down", *hang], 1))
+    end2 = log_end(w2, eps)
+    assert end2.stop is None and end2.lines[-1][1] == hang[-1]
+
+
+# ------------------------------------------------------------------- collectors' formats
+def test_the_cri_format_of_a_pod_log_file_is_a_prefix():
+    line = "2025-11-29T19:11:29.002992818Z stderr F RuntimeError: NCCL error: unhandled system error"
+    assert lineprefix.split(line)[1] == "RuntimeError: NCCL error: unhandled system error"
+    # benign: the words themselves in a message are not a prefix
+    assert lineprefix.split("stderr F is a flag")[1] == "stderr F is a flag"
+
+
+def test_a_failure_in_a_pod_log_file_is_named_as_without_it(tmp_path):
+    lines = body("a/vllm_msswift_3739_world_size_not_tp_times_pp")
+    plain = [f.id for f in analyse([_file(tmp_path, lines)]).findings if f.severity != "info"]
+    cri = [f"2025-11-29T19:11:{k % 60:02d}.002992818Z stderr F {t}" for k, t in enumerate(lines)]
+    got = [f.id for f in analyse([_file(tmp_path, cri, "cri.log")]).findings if f.severity != "info"]
+    assert plain[:1] == ["world_size_mismatch"] and got[:1] == plain[:1]
+
+
+def _docker_json(lines: list[str]) -> list[str]:
+    # the json-file driver's records, in its own key order and compact separators
+    return [json.dumps({"log": t + "\n", "stream": "stderr", "time": f"2025-11-29T19:11:{k % 60:02d}.002992818Z"},
+                       separators=(",", ":")) for k, t in enumerate(lines)]
+
+
+def test_docker_json_file_logs_are_read_line_by_line(tmp_path):
+    lines = body("a/vllm_glm4_510_v100_bf16_dtype")
+    wrapped = _docker_json(lines)
+    assert lineprefix.docker_json(wrapped)
+    assert lineprefix.from_docker_json(wrapped) == lines
+    got = [f.id for f in analyse([_file(tmp_path, wrapped)]).findings if f.severity != "info"]
+    assert got[:1] == ["dtype_unsupported_gpu"]
+
+
+def test_a_structured_application_log_is_not_taken_for_docker_json():
+    # JSON lines of an application's own logger keep their fields (their level is read elsewhere)
+    app = ['{"level":"error","msg":"engine died","ts":1732907489.0}', '{"level":"info","msg":"retrying"}'] * 3
+    assert not lineprefix.docker_json(app)
+    # a log with a few docker records pasted into it is read as it is
+    mixed = body("a/vllm_glm4_510_v100_bf16_dtype") + _docker_json(["x"])
+    assert not lineprefix.docker_json(mixed)
+    # a broken record passes through untouched
+    assert lineprefix.from_docker_json(['{"log":"cut']) == ['{"log":"cut']
+
+
+# ------------------------------------------------------------------- a stamp on every line
+@pytest.mark.parametrize("stamp", ["19:11:29 ", "[19:11:29.120] ", "[worker]: ", "node-a> "])
+def test_a_stamp_on_every_line_is_read_off_the_paste(stamp, tmp_path):
+    lines = body("a/vllm_vllm_8422_llm_class_stuck_after_init_complete")
+    stamped = [stamp + t for t in lines]
+    rx = lineprefix.paste_prefix(stamped)
+    assert rx is not None and lineprefix.strip_prefix(stamped, rx) == lines
+    got = [f.id for f in analyse([_file(tmp_path, stamped)]).findings if f.severity != "info"]
+    assert got[:1] == ["nccl_init_hang"]
+
+
+def test_repeated_words_of_a_program_are_no_stamp():
+    # real progress lines all start alike: a phrase, not a stamp
+    bars = [t for t in body("a/vllm_vllmascend_6734_glm5_loading_stuck") if t.startswith("Loading safetensors")]
+    assert len(bars) >= 10 and lineprefix.paste_prefix(bars) is None
+
+
+def test_known_prefixes_stay_with_their_reader_and_a_stamp_needs_nearly_every_line():
+    compose = ["vllm-1  | " + t for t in body("a/vllm_vllm_8422_llm_class_stuck_after_init_complete")]
+    assert lineprefix.paste_prefix(compose) is None  # docker compose's service: lineprefix reads it
+    half = [("[worker]: " if k % 2 else "") + t
+            for k, t in enumerate(body("a/vllm_vllm_8422_llm_class_stuck_after_init_complete"))]
+    assert lineprefix.paste_prefix(half) is None
