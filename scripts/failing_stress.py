@@ -10,12 +10,14 @@ differs from the log that was gathered, and diagnosed again:
   tail     only its last 10 / 40 lines (a paste of the end)
   prefix   every line re-prefixed: docker compose, a docker timestamp, journald, mpirun, a launcher
            name, a time of day, a Ray actor, the CRI (kubectl logs on a node) format
-  ansi     the level words and exception names coloured (a terminal's copy with escapes kept)
+  ansi     the level words and exception names coloured (a terminal's copy with escapes kept), and the
+           same with the ESC byte lost ("[31mERROR[0m") or spelled out ("ESC[31m", as a pager shows it)
   crlf     Windows line ends
   wrap     lines hard-wrapped at 100 columns (a terminal's copy of long lines)
   json     docker's json-file driver: one {"log": ..., "stream": ..., "time": ...} object per line
   after    a healthy log first (a failure in the second run of one file)
   prompt   the shell's prompt after the log (what a paste of a terminal ends with)
+  env-after  a real environment report (torch's collect_env, 74 lines) pasted after the log
   interrupt  Ctrl+C after the log: the echoed ^C, a KeyboardInterrupt traceback, the prompt (how a
            person ends a hang)
 
@@ -38,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scripts.healthy_stress import INTERRUPT, PREFIXES, docker_json  # noqa: E402
+from scripts.healthy_stress import ENV_REPORT, INTERRUPT, PREFIXES, docker_json  # noqa: E402
 from scripts.score_corpus import CORPUS, _info_ids, load_cases, read_header  # noqa: E402
 
 _LEVEL = re.compile(r"\b(ERROR|CRITICAL|FATAL|WARNING|INFO|[A-Z]\w*(?:Error|Exception))\b")
@@ -68,12 +70,15 @@ def variants(files: list[list[str]], healthy: list[str]) -> dict[str, tuple[list
     for key, pre in PREFIXES.items():
         out[f"prefix:{key}"] = ([[pre + ln for ln in f] for f in files], "\n")
     out["ansi"] = ([[_ansi(ln) for ln in f] for f in files], "\n")
+    out["ansi-no-esc"] = ([[_ansi(ln).replace("\x1b", "") for ln in f] for f in files], "\n")
+    out["ansi-spelled"] = ([[_ansi(ln).replace("\x1b", "ESC") for ln in f] for f in files], "\n")
     out["crlf"] = (files, "\r\n")
     out["wrap"] = ([[w for ln in f for w in _wrap(ln)] for f in files], "\n")
     out["json"] = ([docker_json(f) for f in files], "\n")
     out["after"] = ([[*healthy, *f] for f in files], "\n")
     out["prompt"] = ([[*f, "user@spark1:~$ "] for f in files], "\n")
     out["interrupt"] = ([[*f, *INTERRUPT] for f in files], "\n")
+    out["env-after"] = ([[*f, "", *ENV_REPORT] for f in files], "\n")
     return out
 
 

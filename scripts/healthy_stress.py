@@ -15,7 +15,9 @@ slow start-ups) are reshaped the ways a user's paste differs from the log that w
            journald, mpirun's tag, a bracketed launcher name, a time of day, a Ray actor, the CRI format
   cut+prefix  the 60 % head, re-prefixed with a compose service name
   json     docker's json-file log (one JSON record per line)
+  colour-no-esc  the level words coloured, the ESC byte lost in the copy ("[31mINFO[0m")
   prompt   the shell's prompt after the log
+  env-after   a real environment report (torch's collect_env) pasted after the log
   interrupt   Ctrl+C after the log (the echoed ^C, Python's KeyboardInterrupt, the prompt), after the
            whole log and after its 60 % head
 
@@ -39,6 +41,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_CPU = ROOT / "tests" / "fixtures" / "vllm-cpu"
+# a real environment report (torch's collect_env in the real vLLM CPU image), pasted after a log
+ENV_REPORT = (ROOT / "tests" / "fixtures" / "collect_env" / "torch-2.13-cpu.txt").read_text().splitlines()
 
 _FAILING = re.compile(r"\bERROR\b|\bTraceback\b|^\S*Error: ")
 PREFIXES = {
@@ -59,6 +63,9 @@ INTERRUPT = ["^CTraceback (most recent call last):",
              "    if lock.acquire(block, timeout):",
              "KeyboardInterrupt",
              "user@spark1:~$ "]
+
+
+_LEVEL = re.compile(r"\b(ERROR|CRITICAL|FATAL|WARNING|INFO|[A-Z]\w*(?:Error|Exception))\b")
 
 
 def docker_json(lines: list[str]) -> list[str]:
@@ -103,7 +110,10 @@ def variants(srcs: list[tuple[str, list[list[str]]]]) -> dict[str, list[list[str
         out[f"{name} cut60+compose"] = [[PREFIXES["compose"] + ln for ln in f[:max(1, len(f) * 60 // 100)]]
                                         for f in files]
         out[f"{name} json"] = [docker_json(f) for f in files]
+        out[f"{name} colour-no-esc"] = [[_LEVEL.sub(lambda m: f"[31m{m.group(1)}[0m", ln, count=1) for ln in f]
+                                        for f in files]
         out[f"{name} prompt"] = [[*f, "user@spark1:~$ "] for f in files]
+        out[f"{name} env-after"] = [[*f, "", *ENV_REPORT] for f in files]
         out[f"{name} interrupt"] = [[*f, *INTERRUPT] for f in files]
         out[f"{name} cut60+interrupt"] = [[*f[:max(1, len(f) * 60 // 100)], *INTERRUPT] for f in files]
         other = srcs[(i + 1) % len(srcs)]

@@ -236,7 +236,7 @@ def analyse(paths: list[str], max_bytes: int = MAX_INPUT_BYTES, notes: list[str]
         key = name if seen[name] == 1 else f"{name}#{seen[name]}"
         sc = dg.scanner(key)
         margin: str | None = None
-        wrapped = False
+        wrapped = colour = False
         stamp = None
         try:
             for chunk in _chunks(fh, name, max_bytes, notes):
@@ -245,11 +245,17 @@ def analyse(paths: list[str], max_bytes: int = MAX_INPUT_BYTES, notes: list[str]
                     wrapped = lineprefix.docker_json(chunk)
                     # a log pasted indented or quoted: its margin is no part of a line
                     first = lineprefix.from_docker_json(chunk) if wrapped else chunk
+                    # colour codes that lost their ESC in the copy ("[33mWARNING[0m")
+                    colour = lineprefix.visible_colour(first)
+                    if colour:
+                        first = lineprefix.strip_visible_colour(first)
                     margin = lineprefix.paste_margin(first)
                     # and a stamp on every line that no known format reads (a time of day, a tag)
                     stamp = lineprefix.paste_prefix(lineprefix.strip_margin(first, margin))
                 if wrapped:
                     chunk = lineprefix.from_docker_json(chunk)
+                if colour:
+                    chunk = lineprefix.strip_visible_colour(chunk)
                 sc.feed(lineprefix.strip_prefix(lineprefix.strip_margin(chunk, margin), stamp))
         finally:
             if path != "-":

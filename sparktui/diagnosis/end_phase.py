@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import lineprefix
-from .last_words import CTRL_C, is_shutdown_request, terminal_residue
+from .last_words import CTRL_C, before_report, is_shutdown_request, terminal_residue
 
 PHASES_PATH = Path(__file__).with_name("end_phases.toml")
 
@@ -78,8 +78,9 @@ class EndPhases:
 
 @dataclass(frozen=True)
 class LogEnd:
-    """Where a log's own output ended: ``lines`` up to its last real line (the terminal's residue
-    left out, and a stop that was asked for with what it printed), ``stop`` the line of that request."""
+    """Where a log's own output ended: ``lines`` up to its last real line (the terminal's residue and
+    a report pasted after it left out, and a stop that was asked for with what it printed), ``stop``
+    the line of that request."""
 
     lines: list[tuple[int, str]]
     stop: tuple[int, str] | None = None
@@ -93,6 +94,9 @@ def log_end(window: list[tuple[int, str]], eps: "EndPhases") -> LogEnd:
     k = len(window)
     while k and terminal_residue(window[k - 1][1]):
         k -= 1
+    report = before_report(window[:k])  # an environment report pasted after the log is no part of it
+    if report is not None:
+        k = len(report[0])
     first: int | None = None
     for i in range(k - 1, -1, -1):
         text = window[i][1]

@@ -85,10 +85,14 @@ _NCCL_QUIET = re.compile(r"\bNCCL (?:INFO|TRACE)\b")
 # a level word leading the message ("ERROR: ...", "[ERROR] ...", "FATAL ...", "Error: ...")
 _LEVEL_WORD = re.compile(
     r"^\[?(?P<lvl>ERROR|FATAL|CRITICAL|Error|Fatal|fatal error)\]?[:\s]"
-    # ... after a component's tag ("[sgl_kernel] CRITICAL: ...", "[worker-0] FATAL: ...", "[llama] error: ...")
-    r"|^(?:\[[\w.@/:-]{1,40}\] ?){1,2}(?:\[?(?:ERROR|FATAL|CRITICAL)\]?:?\s|(?:Error|Fatal|error|fatal):\s)"
+    # ... after a component's tag ("[sgl_kernel] CRITICAL: ...", "[worker-0] FATAL: ...", "[llama] error: ...",
+    # Ray's "(autoscaler +21m12s) Error: ...")
+    r"|^(?:\[[\w.@/:-]{1,40}\] ?|\([\w.@/:+ -]{1,40}\) ?){1,2}"
+    r"(?:\[?(?:ERROR|FATAL|CRITICAL)\]?:?\s|(?:Error|Fatal|error|fatal):\s)"
     # a program's or function's own "name: error: ..." (argparse, GNU tools, C libraries' "func: failed to")
     r"|^(?:[\w.:/-]{1,80}: ){1,2}(?:(?:initiali[sz]ation|internal|runtime|fatal) )?(?:error|fatal|ERROR|FATAL|failed to|unable to|cannot)\b"
+    # TensorRT's error record without its logger's tag: "4: [runtime.cpp::...::50] Error Code 4: Internal Error (...)"
+    r"|^(?:\d{1,3}: )?\[[^\]\n]{1,300}\] Error Code \d{1,3}: "
     # a compiler driver's padded level ("ptxas fatal   : ...", "nvcc fatal   : ...")
     r"|^[\w.+-]{1,40} (?:fatal|error)\s+: "
     # "<subsystem> error: ..." ("CUDA error: ...", "Runtime error: ...")
@@ -387,6 +391,47 @@ def before_interrupt(window: Sequence[tuple[int, str]]) -> tuple[list[tuple[int,
     return (cut, first) if cut else None
 
 
+# what a report pasted after a log is made of: rules and section heads, "Key    : value" rows with a
+# padded key (torch's and vLLM's collect_env), "[pip3] x==1" / "[conda] x" rows, "pkg==1.2" (pip
+# freeze), table rows ("| ... |", nvidia-smi), and its own heads ("Versions of relevant libraries:")
+_REPORT_ROW = re.compile(r"^(?:[=\-+*#~_]{5,}|\|.*\||[+|][=\-+|]{5,}[+|]?)$"
+                         r"|^[^:\n]{1,60}?\S\s{2,}:(?:\s|$)|^[^:\n]{1,60}:\s{2,}\S"
+                         r"|^\[(?:pip\d?|conda)\] \S"
+                         r"|^[A-Za-z0-9][\w.-]{0,80}(?:==|===)[\w.!+-]{1,40}$"
+                         r"|^[A-Z][\w ()/.-]{2,60}:$")
+REPORT_MIN = 4
+_REPORT_KEY = re.compile(r"^[A-Za-z_][\w .()/+-]{1,60}: \S.{0,300}$|^[A-Z][\w ()/.-]{2,60}:$")
+_REPORT_OPEN = re.compile(r"^Collecting environment information\b")
+
+
+def before_report(window: Sequence[tuple[int, str]]) -> tuple[list[tuple[int, str]], int] | None:
+    """(the window before it, its first line) when the log ends in a report pasted after it: rows
+    of a report at the margin (``_REPORT_ROW``, at least ``REPORT_MIN``; with them its plain "Key:
+    value" rows, blank lines, the terminal's residue) up to its opening line; None otherwise.  A line that says a
+    process failed is never part of a report."""
+    k = len(window)
+    rows = 0
+    while k:
+        text = window[k - 1][1]
+        if terminal_residue(text):
+            k -= 1
+            continue
+        body = lineprefix.body(lineprefix.clean(text)).rstrip()
+        if _REPORT_OPEN.match(body):
+            k -= 1
+            break
+        if body[:1].isspace():
+            break  # indented: a program's own listing (torchelastic's launch config), not a pasted report
+        strong = _REPORT_ROW.match(body) is not None
+        if not (strong or _REPORT_KEY.match(body)) or read_line(*_body(text)) is not None:
+            break
+        rows += strong
+        k -= 1
+    if rows < REPORT_MIN or k == 0:
+        return None
+    return list(window[:k]), window[k][0]
+
+
 def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
     """The failure among the last ``LAST`` non-blank lines of ``window`` (nearest the end first
     for deaths and exits, which are what ended the process; the earliest exception of those lines
@@ -455,8 +500,9 @@ def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
             if not (level or t[:1] in " \t" or _QUIET_BRACKET.search(body)):
                 break
     if found is None or shutdown_before(window, found.line) is not None:
-        # a person's Ctrl+C at the end: the failure (if any) is what came before it
-        cut = before_interrupt(window)
+        # a person's Ctrl+C at the end, or a report pasted after the log (the environment, the
+        # installed packages, nvidia-smi): the failure (if any) is what came before it
+        cut = before_interrupt(window) or before_report(window)
         return failure(cut[0]) if cut is not None else None
     if found.kind == "exception" and found.message.endswith("{"):
         found = replace(_json_record(found, lines), weak=found.weak)
@@ -855,10 +901,43 @@ _MEM_FIELDS = ("memory.total", "memory.used", "memory.free", "memory.reserved")
 _NO_VALUE = ("[N/A]", "[Not Supported]", "N/A", "Not Supported")
 
 
+def _table_cells(body: str) -> list[str] | None:
+    """The cells of one row of nvidia-smi's table ("| a | b | c |"), or None."""
+    b = body.strip()
+    if len(b) < 3 or b[0] != "|" or b[-1] != "|":
+        return None
+    return [c.strip() for c in b[1:-1].split("|")]
+
+
+def _table_memory_unreported(window: Sequence[tuple[int, str]]) -> tuple[int, str, str] | None:
+    """nvidia-smi's default table: the header row that has a "Memory-Usage" cell gives its column,
+    and a GPU's row with no value in that column ("Not Supported", "N/A") is the fact."""
+    col = width = -1
+    left = 0
+    for n, t in window:
+        cells = _table_cells(lineprefix.body(lineprefix.clean(t)))
+        if cells is None:
+            continue
+        if "Memory-Usage" in cells:
+            col, width, left = cells.index("Memory-Usage"), len(cells), 40
+            continue
+        if not left:
+            continue
+        left -= 1
+        if len(cells) == width and cells[col] in _NO_VALUE:
+            return n, f"nvidia-smi's table gives Memory-Usage as {cells[col]}: this GPU reports no memory of its own", \
+                t.strip()
+    return None
+
+
 def gpu_memory_unreported(window: Sequence[tuple[int, str]]) -> tuple[int, str, str] | None:
-    """(line, why, text) when an nvidia-smi CSV row gives no value for a memory field: the fact is
-    split over two lines (the fields named on the command line or the header, the value in the row
-    under it), which one-line patterns cannot read.  A number there (any discrete GPU) is nothing."""
+    """(line, why, text) when nvidia-smi gives no value for a GPU's memory, in its CSV (a memory
+    field named on the command line or the header, the value in the row under it) or in its table
+    (the Memory-Usage column): the fact is split over two lines, which one-line patterns cannot
+    read.  A number there (any discrete GPU) is nothing."""
+    table = _table_memory_unreported(window)
+    if table is not None:
+        return table
     fields: list[str] = []
     left = 0
     for n, t in window:

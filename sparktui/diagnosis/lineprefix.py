@@ -260,3 +260,32 @@ def strip_prefix(lines: list[str], rx: re.Pattern[str] | None) -> list[str]:
         m = rx.match(ln)
         out.append(ln[m.end():] if m else ln)
     return out
+
+
+# terminal colour codes whose ESC byte a copy lost or spelled out: "ESC[33m", "^[[33m", "\\x1b[33m",
+# or bare "[33m ... [0m" (a browser or an issue form drops the control byte and keeps the rest)
+_SGR_SPELLED = re.compile(r"(?:ESC|\^\[|\\x1[bB]|\\033|\\u001[bB]|\\e)\[[0-9;]{0,20}m")
+_SGR_BARE = re.compile(r"(?<!\x1b)\[(?:[0-9]{1,3}(?:;[0-9]{1,3}){0,6})?m")  # (a real escape is clean()'s)
+_SGR_RESET = ("[0m", "[m")
+
+
+def visible_colour(lines: list[str]) -> bool:
+    """Whether a paste carries colour codes as text (their ESC lost): a spelled-out ESC, or a bare
+    code on a line that also has the reset every coloured span ends with.  Offline, per file."""
+    for ln in lines[:2000]:
+        if "[" not in ln:
+            continue
+        if _SGR_SPELLED.search(ln) or (any(r in ln for r in _SGR_RESET) and len(_SGR_BARE.findall(ln)) >= 2):
+            return True
+    return False
+
+
+def strip_visible_colour(lines: list[str]) -> list[str]:
+    out = []
+    for ln in lines:
+        if "[" in ln and "m" in ln:
+            ln = _SGR_SPELLED.sub("", ln)
+            if any(r in ln for r in _SGR_RESET):
+                ln = _SGR_BARE.sub("", ln)
+        out.append(ln)
+    return out

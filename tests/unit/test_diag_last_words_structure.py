@@ -420,3 +420,40 @@ def test_an_error_level_after_a_components_tag_is_an_error_line():
                                   "[Gloo] Rank 0 is connected to 1 peer ranks. Expected number of connected peer ranks is : 1"])
 def test_a_tag_before_words_that_are_no_error_level_is_nothing(line):
     assert lw.read_line(*lw._body(line)) is None
+
+
+@pytest.mark.parametrize("rel", ["a/spark_inferencesnaps_143_vram_detection_gb10",
+                                 "a/spark_k8sdeviceplugin_1482_gb10_nvidia_smi_not_supported"])
+def test_nvidia_smis_table_with_no_memory_in_its_column_is_the_gb10_fact(rel, no_patterns):
+    got = lw.gpu_memory_unreported(_w(body(rel)))
+    assert got is not None and "Memory-Usage as Not Supported" in got[1]
+    assert "gb10_memory_not_supported" in [f.id for f in diagnose_lines(body(rel))]
+
+
+def test_nvidia_smis_table_of_a_discrete_gpu_is_nothing():
+    # a real H200 table (the two-GPU capture's nvidia-smi): MiB in the Memory-Usage column
+    table = (ROOT / "tests" / "fixtures" / "nccl-2gpu" / "watchdog.nvidia-smi.txt").read_text().splitlines()
+    assert lw.gpu_memory_unreported(_w(table)) is None
+    # N/A in another column of the same rows (fan, power cap, MIG) is no memory fact either
+    assert any("N/A" in t for t in table)
+
+
+def test_tensorrts_error_record_without_its_loggers_tag_is_an_error_line(no_patterns):
+    # held-in a/other_samtensorrt_2_provided_engine_232_on_trt_8_4: TensorRT's "N: [where] Error Code N: ..."
+    lines = body("a/other_samtensorrt_2_provided_engine_232_on_trt_8_4")
+    got = lw.failure(_w(lines))
+    assert got is not None and got.kind == "error line" and got.message.startswith("Serialization")
+    assert _severities(lines)
+
+
+@pytest.mark.parametrize("line", ["see Error Code 4: in the TensorRT docs", "[runtime.cpp::f::50] no Error Code here"])
+def test_error_code_words_outside_tensorrts_record_are_nothing(line):
+    assert lw.read_line(*lw._body(line)) is None
+
+
+def test_a_parenthesised_tag_before_an_error_level_is_an_error_line(no_patterns):
+    # held-in a/vllm_vllm_8908_tp16_placement_group_waiting: Ray's autoscaler, its colour codes spelled out
+    lines = body("a/vllm_vllm_8908_tp16_placement_group_waiting")
+    line = next(t for t in lines if "No available node types" in t).replace("ESC[33m", "").replace("ESC[0m", "")
+    assert lw.read_line(*lw._body(line))[0] == "error line"
+    assert lw.read_line(*lw._body("(note) errors: none")) is None

@@ -185,3 +185,59 @@ def test_known_prefixes_stay_with_their_reader_and_a_stamp_needs_nearly_every_li
     half = [("[worker]: " if k % 2 else "") + t
             for k, t in enumerate(body("a/vllm_vllm_8422_llm_class_stuck_after_init_complete"))]
     assert lineprefix.paste_prefix(half) is None
+
+
+# ------------------------------------------------------------------- colour codes copied as text
+@pytest.mark.parametrize("esc", ["", "ESC", "^["])
+def test_colour_codes_that_lost_their_esc_are_read_off(esc, tmp_path):
+    lines = body("a/vllm_msswift_3739_world_size_not_tp_times_pp")
+    # the exception's class and torch's level letter coloured in place, as a terminal shows them
+    coloured = [t.replace("RuntimeError", f"{esc}[1;31mRuntimeError{esc}[0m", 1).replace("W0401", f"{esc}[33mW0401{esc}[0m", 1)
+                for t in lines]
+    assert coloured != lines
+    assert lineprefix.visible_colour(coloured)
+    got = [f.id for f in analyse([_file(tmp_path, coloured)]).findings if f.severity != "info"]
+    assert got[:1] == ["world_size_mismatch"]
+
+
+def test_brackets_that_are_no_colour_code_stay():
+    lines = ["eta [10m elapsed]", "step [3m] of [0 1]", "INFO 08-31 09:50:46 utils.py:975] Found nccl"]
+    assert not lineprefix.visible_colour(lines)
+    assert lineprefix.strip_visible_colour(["x[1m y"]) == ["x[1m y"]  # no reset on the line: kept
+
+
+def test_real_escapes_are_left_to_the_line_cleaner():
+    # a terminal's copy that kept its ESC bytes: clean() strips those; the text reading stays out
+    assert not lineprefix.visible_colour(["\x1b[31mERROR\x1b[0m boom", "\x1b[32mINFO\x1b[0m ok"] * 3)
+
+
+# ------------------------------------------------------------------- a report pasted after the log
+ENV_REPORT = (ROOT / "tests" / "fixtures" / "collect_env" / "torch-2.13-cpu.txt").read_text().splitlines()
+
+
+@pytest.mark.parametrize("case, expect", [
+    ("a/vllm_glm4_510_v100_bf16_dtype", "dtype_unsupported_gpu"),  # an exception, then the report
+    ("a/vllm_vllm_8058_hang_nccl_step_tp2", "nccl_init_hang"),  # a hang, then the report
+    ("a/vllm_akash_543_rank0_pynccl_comminitrank", "nccl_comm_init_failed"),  # cut frames, then the report
+])
+def test_an_environment_report_after_the_log_is_not_its_last_words(case, expect):
+    lines = body(case)
+    assert _named(lines)[:1] == [expect]
+    assert _named([*lines, "", *ENV_REPORT])[:1] == [expect]
+    cut = lw.before_report(list(enumerate([*lines, "", *ENV_REPORT], 1)))
+    assert cut is not None and [t for _, t in cut[0] if t.strip()][-1] == lines[-1]
+
+
+def test_a_healthy_log_with_a_report_after_it_stays_healthy():
+    lines = (VLLM_CPU / "serve.log").read_text(encoding="utf-8").splitlines()
+    up = next(k for k, t in enumerate(lines) if "Application startup complete" in t)
+    assert _named([*lines[:up + 1], "", *ENV_REPORT]) == []
+
+
+def test_a_programs_own_indented_listing_is_no_pasted_report():
+    # held-in healthy: torchelastic prints its launch configuration as "  key   : value" rows
+    lines = body("b/pytorch_kubeflow_1504_elastic_launch_config_c10d_host_healthy")
+    assert lw.before_report(list(enumerate(lines, 1))) is None
+    assert "error" not in {f.severity for f in diagnose_lines(lines)}
+    # a log's own "Key: value" lines alone are no report (the padded rows make one)
+    assert lw.before_report(list(enumerate(["INFO start", "RuntimeError: boom", "Model: x", "Device: y"], 1))) is None
