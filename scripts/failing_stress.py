@@ -17,6 +17,8 @@ differs from the log that was gathered, and diagnosed again:
   json     docker's json-file driver: one {"log": ..., "stream": ..., "time": ...} object per line
   after    a healthy log first (a failure in the second run of one file)
   prompt   the shell's prompt after the log (what a paste of a terminal ends with)
+  markdown   the raw text of an issue's collapsed log: <details>, <summary>, a code fence around it
+  numbered   `cat -n`'s line numbers before every line
   env-after  a real environment report (torch's collect_env, 74 lines) pasted after the log
   interrupt  Ctrl+C after the log: the echoed ^C, a KeyboardInterrupt traceback, the prompt (how a
            person ends a hang)
@@ -40,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scripts.healthy_stress import ENV_REPORT, INTERRUPT, PREFIXES, docker_json  # noqa: E402
+from scripts.healthy_stress import ENV_REPORT, INTERRUPT, MARKDOWN_CLOSE, MARKDOWN_OPEN, PREFIXES, docker_json  # noqa: E402
 from scripts.score_corpus import CORPUS, _info_ids, load_cases, read_header  # noqa: E402
 
 _LEVEL = re.compile(r"\b(ERROR|CRITICAL|FATAL|WARNING|INFO|[A-Z]\w*(?:Error|Exception))\b")
@@ -79,6 +81,8 @@ def variants(files: list[list[str]], healthy: list[str]) -> dict[str, tuple[list
     out["prompt"] = ([[*f, "user@spark1:~$ "] for f in files], "\n")
     out["interrupt"] = ([[*f, *INTERRUPT] for f in files], "\n")
     out["env-after"] = ([[*f, "", *ENV_REPORT] for f in files], "\n")
+    out["markdown"] = ([[*MARKDOWN_OPEN, *f, *MARKDOWN_CLOSE] for f in files], "\n")
+    out["numbered"] = ([[f"{k + 1:6d}\t{ln}" for k, ln in enumerate(f)] for f in files], "\n")
     return out
 
 

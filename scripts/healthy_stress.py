@@ -18,6 +18,8 @@ slow start-ups) are reshaped the ways a user's paste differs from the log that w
   colour-no-esc  the level words coloured, the ESC byte lost in the copy ("[31mINFO[0m")
   prompt   the shell's prompt after the log
   env-after   a real environment report (torch's collect_env) pasted after the log
+  markdown    the raw text of an issue's collapsed log (<details>, <summary>, a code fence)
+  numbered    `cat -n`'s line numbers before every line
   interrupt   Ctrl+C after the log (the echoed ^C, Python's KeyboardInterrupt, the prompt), after the
            whole log and after its 60 % head
 
@@ -55,6 +57,8 @@ PREFIXES = {
     "ray-actor": "(RayWorkerWrapper pid=1234, ip=127.0.0.2) ",  # text only: never contacted
     "cri": "2025-11-29T19:11:29.002992818Z stderr F ",  # a pod's log file (containerd, CRI-O)
 }
+MARKDOWN_OPEN = ["<details>", "<summary>Full log</summary>", "", "```text"]
+MARKDOWN_CLOSE = ["```", "", "</details>"]
 # Ctrl+C at a terminal: Python's KeyboardInterrupt traceback (as CPython 3.10 prints it), the prompt back
 INTERRUPT = ["^CTraceback (most recent call last):",
              '  File "/usr/local/bin/vllm", line 8, in <module>',
@@ -114,6 +118,8 @@ def variants(srcs: list[tuple[str, list[list[str]]]]) -> dict[str, list[list[str
                                         for f in files]
         out[f"{name} prompt"] = [[*f, "user@spark1:~$ "] for f in files]
         out[f"{name} env-after"] = [[*f, "", *ENV_REPORT] for f in files]
+        out[f"{name} markdown"] = [[*MARKDOWN_OPEN, *f, *MARKDOWN_CLOSE] for f in files]
+        out[f"{name} numbered"] = [[f"{k + 1:6d}\t{ln}" for k, ln in enumerate(f)] for f in files]
         out[f"{name} interrupt"] = [[*f, *INTERRUPT] for f in files]
         out[f"{name} cut60+interrupt"] = [[*f[:max(1, len(f) * 60 // 100)], *INTERRUPT] for f in files]
         other = srcs[(i + 1) % len(srcs)]

@@ -237,7 +237,8 @@ def analyse(paths: list[str], max_bytes: int = MAX_INPUT_BYTES, notes: list[str]
         sc = dg.scanner(key)
         margin: str | None = None
         wrapped = colour = False
-        stamp = None
+        stamp = wrap = held = None
+        raw = 0  # the file's lines read so far
         try:
             for chunk in _chunks(fh, name, max_bytes, notes):
                 if margin is None:
@@ -252,11 +253,24 @@ def analyse(paths: list[str], max_bytes: int = MAX_INPUT_BYTES, notes: list[str]
                     margin = lineprefix.paste_margin(first)
                     # and a stamp on every line that no known format reads (a time of day, a tag)
                     stamp = lineprefix.paste_prefix(lineprefix.strip_margin(first, margin))
+                    # a terminal's copy that broke long lines at its width
+                    wrap = lineprefix.hard_wrap_width(lineprefix.strip_prefix(lineprefix.strip_margin(first, margin),
+                                                                              stamp))
                 if wrapped:
                     chunk = lineprefix.from_docker_json(chunk)
                 if colour:
                     chunk = lineprefix.strip_visible_colour(chunk)
-                sc.feed(lineprefix.strip_prefix(lineprefix.strip_margin(chunk, margin), stamp))
+                chunk = lineprefix.strip_prefix(lineprefix.strip_margin(chunk, margin), stamp)
+                if wrap:
+                    # joined lines keep the number of their first piece in the file
+                    numbered, held = lineprefix.unwrap(chunk, wrap, raw + 1, held)
+                    for n, run in lineprefix.runs(numbered):
+                        sc.feed(run, first_lineno=n)
+                else:
+                    sc.feed(chunk)
+                raw += len(chunk)
+            if held is not None:
+                sc.feed([held[1]], first_lineno=held[0])
         finally:
             if path != "-":
                 fh.close()

@@ -351,10 +351,15 @@ _TB_PART = re.compile(r'^(?:\^C)?Traceback \(most recent call last\)|^File "[^"]
                       r"|^The above exception was the direct cause|^\^+$|^[~^ ]+$")
 
 
+# the markup around a log pasted into an issue or a forum post: a code fence, a collapsed section
+_MARKUP = re.compile(r"^(?:```[\w+-]*|~~~[\w+-]*|</?details>|<summary>.{0,200}</summary>|</?pre>|\[/?code\])$", re.I)
+
+
 def terminal_residue(text: str) -> bool:
-    """A line the terminal added after the log: blank, a shell prompt, a lone ^C."""
+    """A line the terminal (or the post it was pasted into) added after the log: blank, a shell
+    prompt, a lone ^C, a code fence or a collapsed section's tag."""
     body = lineprefix.clean(text).strip()
-    return not body or body == CTRL_C or _PROMPT.match(body) is not None
+    return not body or body == CTRL_C or _PROMPT.match(body) is not None or _MARKUP.match(body) is not None
 
 
 def before_interrupt(window: Sequence[tuple[int, str]]) -> tuple[list[tuple[int, str]], int] | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 
 from ..logs.sanitize import strip_ansi
 
@@ -220,17 +221,25 @@ def from_docker_json(lines: list[str]) -> list[str]:
 
 
 # a launcher's or a terminal multiplexer's own stamp before every line that no known format names:
-# a time of day ("19:11:29 ", "[19:11:29.120] "), or the same short tag on every line ("[worker]: ",
-# "node-a> ").  Read off a whole paste like its margin: only where nearly every line carries it.
+# a time of day ("19:11:29 ", "[19:11:29.120] "), the same short tag on every line ("[worker]: ",
+# "node-a> "), or line numbers counting up (`cat -n`'s "     12\t", an editor's "12: ").  Read off a whole paste like its margin: only where nearly every line carries it.
 _TIME_OF_DAY = re.compile(r"^\[?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]? ")
 _TAG_END = re.compile(r"(?:\]:? |: | \| |> )")
 _PREFIX_SHARE = 0.9
+_LINE_NUMBER = re.compile(r"^\s{0,8}(\d{1,7})(?:\t| \| |: | {2})")
 
 
 def paste_prefix(lines: list[str]) -> re.Pattern[str] | None:
     """A stamp every line of a paste starts with that the known prefixes do not read (``_PREFIX``),
     as a pattern to strip, or None.  Offline only, on the first chunk of a file (after its margin)."""
     body = [ln for ln in lines[:400] if ln.strip()]
+    if len(body) < 2:
+        return None
+    numbers = [int(m.group(1)) for m in map(_LINE_NUMBER.match, body) if m is not None]
+    if len(numbers) >= max(2, int(len(body) * _PREFIX_SHARE + 0.999)):
+        # line numbers count up by one (a few blank lines dropped may skip some): `cat -n`, `nl`, an editor
+        if sum(1 for a, b in zip(numbers, numbers[1:]) if 0 < b - a <= 3) >= (len(numbers) - 1) * 0.9:
+            return _LINE_NUMBER
     if len(body) < 3:
         return None
     need = max(3, int(len(body) * _PREFIX_SHARE + 0.999))
@@ -288,4 +297,64 @@ def strip_visible_colour(lines: list[str]) -> list[str]:
             if any(r in ln for r in _SGR_RESET):
                 ln = _SGR_BARE.sub("", ln)
         out.append(ln)
+    return out
+
+
+# a terminal's copy that broke long lines at its width: several lines exactly as long as the longest,
+# each followed by a line that starts like no other (a word's tail, not the next record)
+_WRAP_MIN = 60
+
+
+def _start_shape(line: str) -> str:
+    return "".join("0" if c.isdigit() else "a" if c.islower() else "A" if c.isupper() else c for c in line[:4])
+
+
+def hard_wrap_width(lines: list[str]) -> int | None:
+    """The width a paste was hard-wrapped at, or None.  Offline only, on the first chunk of a file:
+    at least 3 lines (and 3 %) exactly as long as the longest (at least ``_WRAP_MIN``), and 60 % of
+    them followed by a line whose start is unlike the other lines' (a table's rows, all as long,
+    are followed by rows that start alike)."""
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]  # a CRLF line end is no column
+    body = [ln for ln in lines if ln.strip()]
+    if len(body) < 4:
+        return None
+    width = max(len(ln) for ln in body)
+    if width < _WRAP_MIN:
+        return None
+    at = [k for k, ln in enumerate(lines) if len(ln) == width]
+    if len(at) < 3 or len(at) < 0.03 * len(body):
+        return None
+    shapes = Counter(_start_shape(ln) for ln in body)
+    cont = sum(1 for k in at if k + 1 < len(lines) and lines[k + 1].strip() and shapes[_start_shape(lines[k + 1])] <= 2)
+    return width if cont >= 0.6 * len(at) else None
+
+
+def unwrap(lines: list[str], width: int, first: int,
+           held: tuple[int, str] | None = None) -> tuple[list[tuple[int, str]], tuple[int, str] | None]:
+    """(file line number, text) of each line with its pieces of ``width`` characters joined to the
+    one after: a joined line keeps the number of its first piece, so findings point at the file.
+    ``first`` is the number of ``lines[0]``; ``held`` a piece left over from the previous chunk,
+    and the one this chunk ends with is handed back."""
+    out: list[tuple[int, str]] = []
+    for k, ln in enumerate(lines):
+        n = first + k
+        if ln.endswith("\r"):
+            ln = ln[:-1]  # CRLF: inside a joined line a CR would read as a progress bar's redraw
+        if held is not None:
+            (n, ln), held = (held[0], held[1] + ln), None
+        if ln and len(ln) % width == 0:
+            held = (n, ln)
+            continue
+        out.append((n, ln))
+    return out, held
+
+
+def runs(numbered: list[tuple[int, str]]) -> list[tuple[int, list[str]]]:
+    """(first line number, lines) of each run of consecutively numbered lines."""
+    out: list[tuple[int, list[str]]] = []
+    for n, ln in numbered:
+        if out and out[-1][0] + len(out[-1][1]) == n:
+            out[-1][1].append(ln)
+        else:
+            out.append((n, [ln]))
     return out

@@ -241,3 +241,90 @@ def test_a_programs_own_indented_listing_is_no_pasted_report():
     assert "error" not in {f.severity for f in diagnose_lines(lines)}
     # a log's own "Key: value" lines alone are no report (the padded rows make one)
     assert lw.before_report(list(enumerate(["INFO start", "RuntimeError: boom", "Model: x", "Device: y"], 1))) is None
+
+
+# ------------------------------------------------------------------- a post's markup, line numbers
+@pytest.mark.parametrize("line", ["```", "```text", "~~~", "</details>", "<details>", "<summary>Full log</summary>",
+                                  "</pre>", "[/code]"])
+def test_a_posts_markup_around_the_log_is_not_the_log(line):
+    assert lw.terminal_residue(line)
+
+
+@pytest.mark.parametrize("line", ["``` not a fence", "<summary>", "details>", "print('```')"])
+def test_markup_inside_a_line_is_the_log(line):
+    assert not lw.terminal_residue(line)
+
+
+@pytest.mark.parametrize("case, expect", [
+    ("a/vllm_vllm_8058_hang_nccl_step_tp2", "nccl_init_hang"),
+    ("a/vllm_glm4_510_v100_bf16_dtype", "dtype_unsupported_gpu"),
+])
+def test_a_log_in_an_issues_collapsed_section_is_read_as_the_log(case, expect):
+    lines = body(case)
+    wrapped = ["<details>", "<summary>Full log</summary>", "", "```text", *lines, "```", "", "</details>"]
+    assert _named(wrapped)[:1] == [expect]
+
+
+@pytest.mark.parametrize("fmt", ["{:6d}\t", "{}: ", "{:>4} | "])
+def test_line_numbers_counting_up_are_read_off(fmt, tmp_path):
+    lines = body("a/vllm_vllm_8422_llm_class_stuck_after_init_complete")
+    numbered = [fmt.format(k + 1) + t for k, t in enumerate(lines)]
+    rx = lineprefix.paste_prefix(numbered)
+    assert rx is not None and lineprefix.strip_prefix(numbered, rx) == lines
+    got = [f.id for f in analyse([_file(tmp_path, numbered)]).findings if f.severity != "info"]
+    assert got[:1] == ["nccl_init_hang"]
+
+
+def test_numbers_that_do_not_count_up_are_the_log():
+    # nccl-tests' size column doubles from row to row: a table, not line numbers
+    table = [t for t in body("b/nccl_tinygrad-kernel-modules_45_allreduce_4090_stops") if t.strip()[:1].isdigit()]
+    assert len(table) >= 3 and lineprefix.paste_prefix(table) is None
+    # srun's task prefix on two interleaved ranks: "0: ", "1: ", "0: ", ... (lineprefix reads it)
+    ranks = [f"{k % 2}: line {k}" for k in range(12)]
+    assert lineprefix.paste_prefix(ranks) is None
+
+
+# ------------------------------------------------------------------- a terminal's hard wrap
+def test_a_paste_hard_wrapped_at_the_terminals_width_is_joined_back(tmp_path):
+    # held-in a/vllm_arcb70_4_kv_cache_10mib_short is itself such a paste (119 columns)
+    lines = body("a/vllm_arcb70_4_kv_cache_10mib_short")
+    width = lineprefix.hard_wrap_width(lines)
+    assert width == 119
+    joined, held = lineprefix.unwrap(lines, width, 1)
+    assert held is None
+    assert any(t.endswith("self._initialize_kv_caches(vllm_config)") for _, t in joined)
+    # a joined line keeps the file's number of its first piece
+    n, t = next((n, t) for n, t in joined if "_initialize_kv_caches" in t)
+    assert lines[n - 1] == t[:width]
+
+
+def test_wrapping_a_log_ourselves_is_undone(tmp_path):
+    lines = body("a/vllm_vllm_10626_groupcoordinator_pynccl_init")
+    width = 100
+    wrapped = [ln[i:i + width] for ln in lines for i in range(0, len(ln), width)] or [""]
+    assert lineprefix.hard_wrap_width(wrapped) == width
+    joined, held = lineprefix.unwrap(wrapped, width, 1)
+    assert [t for _, t in joined] + ([held[1]] if held else []) == lines
+    got = [f.id for f in analyse([_file(tmp_path, wrapped)]).findings if f.severity != "info"]
+    assert got[:1] == ["nccl_comm_init_failed"]
+
+
+@pytest.mark.parametrize("case", ["a/vllm_vllm_6689_llama31_idle_metrics_healthy",
+                                  "b/nccl_nccl-tests_293_allreduce_table_small_sizes_healthy",
+                                  "b/other_mooncake_3484_collective_bench_table_healthy",
+                                  "a/spark_inferencesnaps_143_vram_detection_gb10"])
+def test_rows_as_long_as_the_longest_line_that_start_alike_are_no_wrap(case):
+    # held-in: metrics lines, benchmark tables, nvidia-smi's table: many lines at the maximum length
+    lines = body(case)
+    longest = max(map(len, lines))
+    assert sum(1 for t in lines if len(t) == longest) >= 3
+    assert lineprefix.hard_wrap_width(lines) is None
+
+
+def test_a_hard_wrapped_paste_with_windows_line_ends_is_joined_without_its_crs(tmp_path):
+    lines = body("a/vllm_arcb70_4_kv_cache_10mib_short")
+    plain = [f.id for f in analyse([_file(tmp_path, lines)]).findings if f.severity != "info"]
+    crlf = [f.id for f in analyse([_file(tmp_path, lines, "crlf.log", end="\r\n")]).findings if f.severity != "info"]
+    assert plain[:1] == ["kv_cache_oom"] and crlf[:1] == plain[:1]
+    joined, _ = lineprefix.unwrap([t + "\r" for t in lines], 119, 1)
+    assert not any("\r" in t for _, t in joined)
