@@ -19,6 +19,7 @@ differs from the log that was gathered, and diagnosed again:
   prompt   the shell's prompt after the log (what a paste of a terminal ends with)
   markdown   the raw text of an issue's collapsed log: <details>, <summary>, a code fence around it
   numbered   `cat -n`'s line numbers before every line
+  ipython    the Python tracebacks as IPython 8 prints them (a notebook, Colab)
   env-after  a real environment report (torch's collect_env, 74 lines) pasted after the log
   interrupt  Ctrl+C after the log: the echoed ^C, a KeyboardInterrupt traceback, the prompt (how a
            person ends a hang)
@@ -59,6 +60,38 @@ def _wrap(line: str) -> list[str]:
     return [line[i:i + WRAP] for i in range(0, len(line), WRAP)] or [""]
 
 
+_FRAME = re.compile(r'^(?P<ind>\s*)File "(?P<path>[^"]+)", line (?P<n>\d+)(?:, in (?P<fn>\S+))?\s*$')
+_EXC = re.compile(r"^(?P<cls>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning|Failure))(?::|$)")
+
+
+def _ipython(lines: list[str]) -> list[str]:
+    """The log's Python tracebacks as IPython 8 prints them in a notebook (checked against a real
+    `ipython --colors=NoColor` run): a rule and "<Class>  Traceback (most recent call last)" for the
+    header, "File <path>:<n>, in <f>()" for each frame, "----> <n> <source>" for its line."""
+    out: list[str] = []
+    k = 0
+    while k < len(lines):
+        ln = lines[k]
+        if ln.strip() == "Traceback (most recent call last):":
+            cls = next((m["cls"] for t in lines[k + 1:k + 200] if (m := _EXC.match(t.strip()))), "Exception")
+            out += ["-" * 75, f"{cls:<42}Traceback (most recent call last)"]
+            k += 1
+            continue
+        m = _FRAME.match(ln)
+        if m:
+            fn = m["fn"]
+            out.append(f"File {m['path']}:{m['n']}" + (f", in {fn}()" if fn and fn != "<module>" else ""))
+            if k + 1 < len(lines) and lines[k + 1].startswith(m["ind"] + "  ") and not _FRAME.match(lines[k + 1]):
+                out.append(f"----> {m['n']} {lines[k + 1].strip()}")
+                k += 1
+            out.append("")
+            k += 1
+            continue
+        out.append(ln)
+        k += 1
+    return out
+
+
 def _body(path: Path) -> list[str]:
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     return lines[len(read_header(path)):]
@@ -82,6 +115,7 @@ def variants(files: list[list[str]], healthy: list[str]) -> dict[str, tuple[list
     out["interrupt"] = ([[*f, *INTERRUPT] for f in files], "\n")
     out["env-after"] = ([[*f, "", *ENV_REPORT] for f in files], "\n")
     out["markdown"] = ([[*MARKDOWN_OPEN, *f, *MARKDOWN_CLOSE] for f in files], "\n")
+    out["ipython"] = ([_ipython(f) for f in files], "\n")
     out["numbered"] = ([[f"{k + 1:6d}\t{ln}" for k, ln in enumerate(f)] for f in files], "\n")
     return out
 

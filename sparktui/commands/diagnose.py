@@ -236,7 +236,7 @@ def analyse(paths: list[str], max_bytes: int = MAX_INPUT_BYTES, notes: list[str]
         key = name if seen[name] == 1 else f"{name}#{seen[name]}"
         sc = dg.scanner(key)
         margin: str | None = None
-        wrapped = colour = False
+        wrapped = colour = ipy = False
         stamp = wrap = held = None
         raw = 0  # the file's lines read so far
         try:
@@ -248,6 +248,8 @@ def analyse(paths: list[str], max_bytes: int = MAX_INPUT_BYTES, notes: list[str]
                     first = lineprefix.from_docker_json(chunk) if wrapped else chunk
                     # colour codes that lost their ESC in the copy ("[33mWARNING[0m")
                     colour = lineprefix.visible_colour(first)
+                    # a notebook's tracebacks (IPython's layout), written as CPython writes them
+                    ipy = lineprefix.ipython_tracebacks(first)
                     if colour:
                         first = lineprefix.strip_visible_colour(first)
                     margin = lineprefix.paste_margin(first)
@@ -260,6 +262,8 @@ def analyse(paths: list[str], max_bytes: int = MAX_INPUT_BYTES, notes: list[str]
                     chunk = lineprefix.from_docker_json(chunk)
                 if colour:
                     chunk = lineprefix.strip_visible_colour(chunk)
+                if ipy:
+                    chunk = lineprefix.from_ipython(chunk)
                 chunk = lineprefix.strip_prefix(lineprefix.strip_margin(chunk, margin), stamp)
                 if wrap:
                     # joined lines keep the number of their first piece in the file

@@ -358,3 +358,46 @@ def runs(numbered: list[tuple[int, str]]) -> list[tuple[int, list[str]]]:
         else:
             out.append((n, [ln]))
     return out
+
+
+# IPython's (a notebook's, Colab's) traceback: a rule, "<Class>   Traceback (most recent call last)",
+# frames as "File <path>:<n>, in <f>()" with numbered source lines ("----> 5     init()", "      4 x")
+_IPY_HEAD = re.compile(r"^(?P<cls>[A-Za-z_][\w.]*)\s{2,}Traceback \(most recent call last\)\s*$")
+_IPY_FRAME = re.compile(r"^(?:File |Cell )(?P<path>.+?)(?::|, line )(?P<n>\d+)(?:, in (?P<fn>[^\s(]+)\(.*\))?\s*$")
+_IPY_CODE = re.compile(r"^(?P<arrow>-*> )?\s*\d+ (?P<code>.*)$")
+_IPY_RULE = re.compile(r"^-{20,}\s*$")
+
+
+def ipython_tracebacks(lines: list[str]) -> bool:
+    """Whether a file holds IPython's tracebacks (its first chunk has one's head).  Offline only."""
+    return any("Traceback (most recent call last)" in ln and _IPY_HEAD.match(ln) for ln in lines)
+
+
+def from_ipython(lines: list[str]) -> list[str]:
+    """IPython's tracebacks written as CPython writes them, line for line (numbers stay): the head
+    as "Traceback (most recent call last):", each frame as '  File "<path>", line <n>, in <f>', the
+    line it ran ("---->") as its indented source line, the context lines and the rule blank."""
+    out: list[str] = []
+    inside = False
+    for ln in lines:
+        if _IPY_HEAD.match(ln):
+            if out and _IPY_RULE.match(out[-1]):
+                out[-1] = ""
+            out.append("Traceback (most recent call last):")
+            inside = True
+            continue
+        if inside:
+            f = _IPY_FRAME.match(ln)
+            if f is not None:
+                out.append(f'  File "{f["path"]}", line {f["n"]}, in {f["fn"] or "<module>"}')
+                continue
+            c = _IPY_CODE.match(ln)
+            if c is not None and (c["arrow"] or ln[:1] == " "):
+                out.append("    " + c["code"].strip() if c["arrow"] else "")
+                continue
+            if not ln.strip():
+                out.append("")
+                continue
+            inside = False  # the exception line: CPython's own from here
+        out.append(ln)
+    return out

@@ -328,3 +328,28 @@ def test_a_hard_wrapped_paste_with_windows_line_ends_is_joined_without_its_crs(t
     assert plain[:1] == ["kv_cache_oom"] and crlf[:1] == plain[:1]
     joined, _ = lineprefix.unwrap([t + "\r" for t in lines], 119, 1)
     assert not any("\r" in t for _, t in joined)
+
+
+# ------------------------------------------------------------------- a notebook's traceback
+IPYTHON = ROOT / "tests" / "fixtures" / "ipython" / "nccl_error.ipython8.txt"
+
+
+def test_ipythons_traceback_is_read_as_cpythons():
+    lines = IPYTHON.read_text().splitlines()
+    assert lineprefix.ipython_tracebacks(lines)
+    cpy = lineprefix.from_ipython(lines)
+    assert len(cpy) == len(lines)  # line for line: findings keep the file's numbers
+    assert "Traceback (most recent call last):" in cpy
+    assert '  File "/tmp/ipy_case.py", line 2, in init' in cpy
+    assert cpy[-1] == lines[-1]  # the exception line is CPython's already
+    dg = analyse([str(IPYTHON)])
+    errs = [f for f in dg.findings if f.severity == "error"]
+    assert [f.id for f in errs] == ["nccl_comm_init_failed"] and errs[0].line == len(lines)
+
+
+def test_a_log_without_ipythons_head_is_left_alone():
+    lines = body("a/vllm_vllm_10626_groupcoordinator_pynccl_init")
+    assert not lineprefix.ipython_tracebacks(lines)
+    # numbered lines and arrows outside an IPython traceback are the log's
+    other = ["----> 5 looks like a frame", "      4 context", "RuntimeError: boom"]
+    assert lineprefix.from_ipython(other) == other
