@@ -41,6 +41,19 @@ def _until(pred, timeout: float, what: str, every: float = 0.5):
         time.sleep(every)
 
 
+def _alarm_story(engine, rec, t0: float) -> str:
+    """When and why each alarm of a healthy window was raised: its time in the recording and its
+    evidence (the stall detector names every silent source, its phase and its last line)."""
+    from drill_lib.measure import is_alarm
+
+    found = {f.key: f for f in engine.state.findings}
+    story = []
+    for s in [x for x in [*rec.samples, *rec.errors] if is_alarm(x.id, x.severity)][:3]:
+        f = found.get(s.key)
+        story.append(f"{s.t - t0:.0f} s in: {s.title} | " + " | ".join((f.evidence if f else ())[:6]))
+    return "; ".join(story)
+
+
 # the suite's healthy window, as the issue asks (the drill healthy-10min runs 10 minutes, and 3 with
 # --minutes 3), and the worker-killed budget.  The real-vLLM worker is the suite's critical path: the
 # window's 3 minutes are paid for by watching the one cluster of the mp lifecycle test instead of
@@ -200,6 +213,7 @@ async def test_mp_cluster_whole_life_watched_by_the_tui_engine(real_vllm_life_be
                     processors=default_processors())
     watch = e2e.Watcher(engine)
     rec = RankRecorder(engine)
+    t0 = time.monotonic()
     cli = bed.cli
 
     async def acli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -256,7 +270,7 @@ async def test_mp_cluster_whole_life_watched_by_the_tui_engine(real_vllm_life_be
         # load tests, prompts, idle past the old 10 s silence timer, ending idle
         await run_plan(cfg, healthy_plan(HEALTHY_MINUTES))
         healthy = evaluate(rec.samples, 0.0, (), 0.0, rec.errors)
-        assert healthy.ok, healthy.why
+        assert healthy.ok, f"{healthy.why} -- {_alarm_story(engine, rec, t0)}"
         # investigate on the same healthy serving cluster: healthy, exit 0, the evidence saying why
         r = await acli("investigate", "--json", "--interval", "3", timeout=180)
         verdict = _json(r)["data"]["verdict"]
