@@ -225,7 +225,8 @@ def expand_dirs(paths: list[str]) -> list[str]:
 
 def analyse(paths: list[str], max_bytes: int = MAX_INPUT_BYTES, notes: list[str] | None = None):
     """Run the Diagnoser over the files; returns it (finished).  ``notes``: inputs cut at max_bytes."""
-    from ..diagnosis import Diagnoser, lineprefix
+    from ..diagnosis import Diagnoser
+    from ..diagnosis.paste import Paste
 
     dg = Diagnoser()
     seen: dict[str, int] = {}
@@ -235,46 +236,11 @@ def analyse(paths: list[str], max_bytes: int = MAX_INPUT_BYTES, notes: list[str]
         seen[name] = seen.get(name, 0) + 1
         key = name if seen[name] == 1 else f"{name}#{seen[name]}"
         sc = dg.scanner(key)
-        margin: str | None = None
-        wrapped = colour = ipy = False
-        stamp = wrap = held = None
-        raw = 0  # the file's lines read so far
+        paste = Paste(sc.feed)  # the shapes of a paste, read off its first chunk (diagnosis/paste.py)
         try:
             for chunk in _chunks(fh, name, max_bytes, notes):
-                if margin is None:
-                    # docker's json-file log: each line's text is inside a JSON object
-                    wrapped = lineprefix.docker_json(chunk)
-                    # a log pasted indented or quoted: its margin is no part of a line
-                    first = lineprefix.from_docker_json(chunk) if wrapped else chunk
-                    # colour codes that lost their ESC in the copy ("[33mWARNING[0m")
-                    colour = lineprefix.visible_colour(first)
-                    # a notebook's tracebacks (IPython's layout), written as CPython writes them
-                    ipy = lineprefix.ipython_tracebacks(first)
-                    if colour:
-                        first = lineprefix.strip_visible_colour(first)
-                    margin = lineprefix.paste_margin(first)
-                    # and a stamp on every line that no known format reads (a time of day, a tag)
-                    stamp = lineprefix.paste_prefix(lineprefix.strip_margin(first, margin))
-                    # a terminal's copy that broke long lines at its width
-                    wrap = lineprefix.hard_wrap_width(lineprefix.strip_prefix(lineprefix.strip_margin(first, margin),
-                                                                              stamp))
-                if wrapped:
-                    chunk = lineprefix.from_docker_json(chunk)
-                if colour:
-                    chunk = lineprefix.strip_visible_colour(chunk)
-                if ipy:
-                    chunk = lineprefix.from_ipython(chunk)
-                chunk = lineprefix.strip_prefix(lineprefix.strip_margin(chunk, margin), stamp)
-                if wrap:
-                    # joined lines keep the number of their first piece in the file
-                    numbered, held = lineprefix.unwrap(chunk, wrap, raw + 1, held)
-                    for n, run in lineprefix.runs(numbered):
-                        sc.feed(run, first_lineno=n)
-                else:
-                    sc.feed(chunk)
-                raw += len(chunk)
-            if held is not None:
-                sc.feed([held[1]], first_lineno=held[0])
+                paste.feed(chunk)
+            paste.close()
         finally:
             if path != "-":
                 fh.close()

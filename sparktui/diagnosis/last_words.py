@@ -25,6 +25,7 @@ from typing import Iterable, Sequence
 
 from . import lineprefix
 from .exc_shapes import parse as parse_exception
+from .tracebacks import CHAIN
 
 # lines kept per source for this reading (the classifier's tail is shorter: it is evidence); a
 # fact can sit above a 50-line traceback and its teardown
@@ -347,8 +348,6 @@ _PROMPT = re.compile(r"^(?:\([\w.-]{1,64}\) )?(?:[\w.-]{1,64}@[\w.-]{1,64}(?::[^
                      r"(?: .*)?$")
 CTRL_C = "^C"
 _INTERRUPTED = re.compile(r"^(?:\^C)?(?:[\w.]+\.)?KeyboardInterrupt\b")
-_TB_PART = re.compile(r'^(?:\^C)?Traceback \(most recent call last\)|^File "[^"]+", line \d+|^During handling of the above'
-                      r"|^The above exception was the direct cause|^\^+$|^[~^ ]+$")
 
 
 # the markup around a log pasted into an issue or a forum post: a code fence, a collapsed section
@@ -369,8 +368,6 @@ def before_interrupt(window: Sequence[tuple[int, str]]) -> tuple[list[tuple[int,
     k = len(window)
     while k and terminal_residue(window[k - 1][1]):
         k -= 1
-    if k == len(window) and not k:
-        return None
     j = k - 1
     if j < 0:
         return None
@@ -383,13 +380,14 @@ def before_interrupt(window: Sequence[tuple[int, str]]) -> tuple[list[tuple[int,
         while j > 0:
             prev = window[j - 1][1]
             body = lineprefix.body(lineprefix.clean(prev))
-            if not body.strip() or prev[:1] in " \t" or _TB_PART.match(body.strip()):
+            b = body.strip()
+            if not b or prev[:1] in " \t" or _TRACEBACK.search(b) or b.startswith(CHAIN) or set(b) <= {"^", "~", " "}:
                 j -= 1
                 if body.lstrip().startswith(("Traceback", "^CTraceback")):
                     break
                 continue
             break
-    first = window[j][0] if j < len(window) else window[-1][0]
+    first = window[j][0]
     cut = list(window[:j])
     while cut and terminal_residue(cut[-1][1]):
         cut.pop()

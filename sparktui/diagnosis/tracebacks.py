@@ -19,7 +19,7 @@ from . import lineprefix
 OWN, FOREIGN, END = 0, 1, 2
 
 TB_START = "Traceback (most recent call last)"
-_CHAIN = (
+CHAIN = (
     "During handling of the above exception, another exception occurred",
     "The above exception was the direct cause of the following exception",
 )
@@ -102,7 +102,7 @@ class TracebackTracker:
                         if len(self.recent_code) > RECENT_FRAMES:
                             del self.recent_code[0]
                 return OWN
-            if stripped.startswith(TB_START) or stripped.startswith(_CHAIN):
+            if stripped.startswith(TB_START) or stripped.startswith(CHAIN):
                 return OWN
             if _NEW_RECORD.match(stripped):
                 return FOREIGN  # another thread's log line printed between the frames
@@ -130,7 +130,7 @@ class TracebackTracker:
         if not stripped:
             self.blanks += 1
             return OWN if self.blanks <= 3 else END
-        if stripped.startswith(_CHAIN):
+        if stripped.startswith(CHAIN):
             if self.exc:
                 self.chained.append(self.exc[0][1])
             self.exc = []

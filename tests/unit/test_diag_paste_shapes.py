@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.commands.diagnose import analyse
-from sparktui.diagnosis import lineprefix
+from sparktui.diagnosis import lineprefix, paste
 from sparktui.diagnosis import last_words as lw
 from sparktui.diagnosis.end_phase import default_end_phases, log_end
 
@@ -145,8 +145,8 @@ def _docker_json(lines: list[str]) -> list[str]:
 def test_docker_json_file_logs_are_read_line_by_line(tmp_path):
     lines = body("a/vllm_glm4_510_v100_bf16_dtype")
     wrapped = _docker_json(lines)
-    assert lineprefix.docker_json(wrapped)
-    assert lineprefix.from_docker_json(wrapped) == lines
+    assert paste.docker_json(wrapped)
+    assert paste.from_docker_json(wrapped) == lines
     got = [f.id for f in analyse([_file(tmp_path, wrapped)]).findings if f.severity != "info"]
     assert got[:1] == ["dtype_unsupported_gpu"]
 
@@ -154,12 +154,12 @@ def test_docker_json_file_logs_are_read_line_by_line(tmp_path):
 def test_a_structured_application_log_is_not_taken_for_docker_json():
     # JSON lines of an application's own logger keep their fields (their level is read elsewhere)
     app = ['{"level":"error","msg":"engine died","ts":1732907489.0}', '{"level":"info","msg":"retrying"}'] * 3
-    assert not lineprefix.docker_json(app)
+    assert not paste.docker_json(app)
     # a log with a few docker records pasted into it is read as it is
     mixed = body("a/vllm_glm4_510_v100_bf16_dtype") + _docker_json(["x"])
-    assert not lineprefix.docker_json(mixed)
+    assert not paste.docker_json(mixed)
     # a broken record passes through untouched
-    assert lineprefix.from_docker_json(['{"log":"cut']) == ['{"log":"cut']
+    assert paste.from_docker_json(['{"log":"cut']) == ['{"log":"cut']
 
 
 # ------------------------------------------------------------------- a stamp on every line
@@ -167,8 +167,8 @@ def test_a_structured_application_log_is_not_taken_for_docker_json():
 def test_a_stamp_on_every_line_is_read_off_the_paste(stamp, tmp_path):
     lines = body("a/vllm_vllm_8422_llm_class_stuck_after_init_complete")
     stamped = [stamp + t for t in lines]
-    rx = lineprefix.paste_prefix(stamped)
-    assert rx is not None and lineprefix.strip_prefix(stamped, rx) == lines
+    rx = paste.paste_prefix(stamped)
+    assert rx is not None and paste.strip_prefix(stamped, rx) == lines
     got = [f.id for f in analyse([_file(tmp_path, stamped)]).findings if f.severity != "info"]
     assert got[:1] == ["nccl_init_hang"]
 
@@ -176,15 +176,15 @@ def test_a_stamp_on_every_line_is_read_off_the_paste(stamp, tmp_path):
 def test_repeated_words_of_a_program_are_no_stamp():
     # real progress lines all start alike: a phrase, not a stamp
     bars = [t for t in body("a/vllm_vllmascend_6734_glm5_loading_stuck") if t.startswith("Loading safetensors")]
-    assert len(bars) >= 10 and lineprefix.paste_prefix(bars) is None
+    assert len(bars) >= 10 and paste.paste_prefix(bars) is None
 
 
 def test_known_prefixes_stay_with_their_reader_and_a_stamp_needs_nearly_every_line():
     compose = ["vllm-1  | " + t for t in body("a/vllm_vllm_8422_llm_class_stuck_after_init_complete")]
-    assert lineprefix.paste_prefix(compose) is None  # docker compose's service: lineprefix reads it
+    assert paste.paste_prefix(compose) is None  # docker compose's service: lineprefix reads it
     half = [("[worker]: " if k % 2 else "") + t
             for k, t in enumerate(body("a/vllm_vllm_8422_llm_class_stuck_after_init_complete"))]
-    assert lineprefix.paste_prefix(half) is None
+    assert paste.paste_prefix(half) is None
 
 
 # ------------------------------------------------------------------- colour codes copied as text
@@ -195,20 +195,20 @@ def test_colour_codes_that_lost_their_esc_are_read_off(esc, tmp_path):
     coloured = [t.replace("RuntimeError", f"{esc}[1;31mRuntimeError{esc}[0m", 1).replace("W0401", f"{esc}[33mW0401{esc}[0m", 1)
                 for t in lines]
     assert coloured != lines
-    assert lineprefix.visible_colour(coloured)
+    assert paste.visible_colour(coloured)
     got = [f.id for f in analyse([_file(tmp_path, coloured)]).findings if f.severity != "info"]
     assert got[:1] == ["world_size_mismatch"]
 
 
 def test_brackets_that_are_no_colour_code_stay():
     lines = ["eta [10m elapsed]", "step [3m] of [0 1]", "INFO 08-31 09:50:46 utils.py:975] Found nccl"]
-    assert not lineprefix.visible_colour(lines)
-    assert lineprefix.strip_visible_colour(["x[1m y"]) == ["x[1m y"]  # no reset on the line: kept
+    assert not paste.visible_colour(lines)
+    assert paste.strip_visible_colour(["x[1m y"]) == ["x[1m y"]  # no reset on the line: kept
 
 
 def test_real_escapes_are_left_to_the_line_cleaner():
     # a terminal's copy that kept its ESC bytes: clean() strips those; the text reading stays out
-    assert not lineprefix.visible_colour(["\x1b[31mERROR\x1b[0m boom", "\x1b[32mINFO\x1b[0m ok"] * 3)
+    assert not paste.visible_colour(["\x1b[31mERROR\x1b[0m boom", "\x1b[32mINFO\x1b[0m ok"] * 3)
 
 
 # ------------------------------------------------------------------- a report pasted after the log
@@ -269,8 +269,8 @@ def test_a_log_in_an_issues_collapsed_section_is_read_as_the_log(case, expect):
 def test_line_numbers_counting_up_are_read_off(fmt, tmp_path):
     lines = body("a/vllm_vllm_8422_llm_class_stuck_after_init_complete")
     numbered = [fmt.format(k + 1) + t for k, t in enumerate(lines)]
-    rx = lineprefix.paste_prefix(numbered)
-    assert rx is not None and lineprefix.strip_prefix(numbered, rx) == lines
+    rx = paste.paste_prefix(numbered)
+    assert rx is not None and paste.strip_prefix(numbered, rx) == lines
     got = [f.id for f in analyse([_file(tmp_path, numbered)]).findings if f.severity != "info"]
     assert got[:1] == ["nccl_init_hang"]
 
@@ -278,19 +278,19 @@ def test_line_numbers_counting_up_are_read_off(fmt, tmp_path):
 def test_numbers_that_do_not_count_up_are_the_log():
     # nccl-tests' size column doubles from row to row: a table, not line numbers
     table = [t for t in body("b/nccl_tinygrad-kernel-modules_45_allreduce_4090_stops") if t.strip()[:1].isdigit()]
-    assert len(table) >= 3 and lineprefix.paste_prefix(table) is None
+    assert len(table) >= 3 and paste.paste_prefix(table) is None
     # srun's task prefix on two interleaved ranks: "0: ", "1: ", "0: ", ... (lineprefix reads it)
     ranks = [f"{k % 2}: line {k}" for k in range(12)]
-    assert lineprefix.paste_prefix(ranks) is None
+    assert paste.paste_prefix(ranks) is None
 
 
 # ------------------------------------------------------------------- a terminal's hard wrap
 def test_a_paste_hard_wrapped_at_the_terminals_width_is_joined_back(tmp_path):
     # held-in a/vllm_arcb70_4_kv_cache_10mib_short is itself such a paste (119 columns)
     lines = body("a/vllm_arcb70_4_kv_cache_10mib_short")
-    width = lineprefix.hard_wrap_width(lines)
+    width = paste.hard_wrap_width(lines)
     assert width == 119
-    joined, held = lineprefix.unwrap(lines, width, 1)
+    joined, held = paste.unwrap(lines, width, 1)
     assert held is None
     assert any(t.endswith("self._initialize_kv_caches(vllm_config)") for _, t in joined)
     # a joined line keeps the file's number of its first piece
@@ -302,8 +302,8 @@ def test_wrapping_a_log_ourselves_is_undone(tmp_path):
     lines = body("a/vllm_vllm_10626_groupcoordinator_pynccl_init")
     width = 100
     wrapped = [ln[i:i + width] for ln in lines for i in range(0, len(ln), width)] or [""]
-    assert lineprefix.hard_wrap_width(wrapped) == width
-    joined, held = lineprefix.unwrap(wrapped, width, 1)
+    assert paste.hard_wrap_width(wrapped) == width
+    joined, held = paste.unwrap(wrapped, width, 1)
     assert [t for _, t in joined] + ([held[1]] if held else []) == lines
     got = [f.id for f in analyse([_file(tmp_path, wrapped)]).findings if f.severity != "info"]
     assert got[:1] == ["nccl_comm_init_failed"]
@@ -318,7 +318,7 @@ def test_rows_as_long_as_the_longest_line_that_start_alike_are_no_wrap(case):
     lines = body(case)
     longest = max(map(len, lines))
     assert sum(1 for t in lines if len(t) == longest) >= 3
-    assert lineprefix.hard_wrap_width(lines) is None
+    assert paste.hard_wrap_width(lines) is None
 
 
 def test_a_hard_wrapped_paste_with_windows_line_ends_is_joined_without_its_crs(tmp_path):
@@ -326,7 +326,7 @@ def test_a_hard_wrapped_paste_with_windows_line_ends_is_joined_without_its_crs(t
     plain = [f.id for f in analyse([_file(tmp_path, lines)]).findings if f.severity != "info"]
     crlf = [f.id for f in analyse([_file(tmp_path, lines, "crlf.log", end="\r\n")]).findings if f.severity != "info"]
     assert plain[:1] == ["kv_cache_oom"] and crlf[:1] == plain[:1]
-    joined, _ = lineprefix.unwrap([t + "\r" for t in lines], 119, 1)
+    joined, _ = paste.unwrap([t + "\r" for t in lines], 119, 1)
     assert not any("\r" in t for _, t in joined)
 
 
@@ -336,8 +336,8 @@ IPYTHON = ROOT / "tests" / "fixtures" / "ipython" / "nccl_error.ipython8.txt"
 
 def test_ipythons_traceback_is_read_as_cpythons():
     lines = IPYTHON.read_text().splitlines()
-    assert lineprefix.ipython_tracebacks(lines)
-    cpy = lineprefix.from_ipython(lines)
+    assert paste.ipython_tracebacks(lines)
+    cpy = paste.from_ipython(lines)
     assert len(cpy) == len(lines)  # line for line: findings keep the file's numbers
     assert "Traceback (most recent call last):" in cpy
     assert '  File "/tmp/ipy_case.py", line 2, in init' in cpy
@@ -349,7 +349,7 @@ def test_ipythons_traceback_is_read_as_cpythons():
 
 def test_a_log_without_ipythons_head_is_left_alone():
     lines = body("a/vllm_vllm_10626_groupcoordinator_pynccl_init")
-    assert not lineprefix.ipython_tracebacks(lines)
+    assert not paste.ipython_tracebacks(lines)
     # numbered lines and arrows outside an IPython traceback are the log's
     other = ["----> 5 looks like a frame", "      4 context", "RuntimeError: boom"]
-    assert lineprefix.from_ipython(other) == other
+    assert paste.from_ipython(other) == other
