@@ -209,6 +209,25 @@ class MemorySample:
 
 
 @dataclass(frozen=True, slots=True)
+class NodePressure:
+    """The node's pressure stall information (/proc/pressure/{cpu,io,memory}, read with its memory):
+    the percent of the last 10 s in which some task waited for a CPU, for IO, for memory (None: not
+    exposed).  A node under pressure runs every process slower, so a rank's start-up steps take longer
+    in silence (diagnosis.stall); a rank blocked waiting on a peer adds to none of them."""
+
+    node: str
+    cpu: float | None = None
+    io: float | None = None
+    memory: float | None = None
+    ts: float = field(default_factory=now)
+
+    @property
+    def worst(self) -> float:
+        """The largest of the three, percent (0 when none is known)."""
+        return max((v for v in (self.cpu, self.io, self.memory) if v is not None), default=0.0)
+
+
+@dataclass(frozen=True, slots=True)
 class GpuSample:
     node: str
     gpus: tuple[GpuInfo, ...]

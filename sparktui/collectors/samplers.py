@@ -9,20 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from ..waiting import get_within
-from ..model import Emit, GpuSample, LinkSample, MemorySample
+from ..model import Emit, NodePressure, GpuSample, LinkSample, MemorySample
 from ..nodes.base import NodeError, NodeUnreachable
 from ..probes import gpu as gpu_probe
 from ..probes import links as link_probe
-from ..probes.memory import MEMINFO, PSI_MEMORY, memory_info
+from ..probes.memory import MEMINFO, PSI_CPU, PSI_IO, PSI_MEMORY, memory_info, some_avg10
 
 log = logging.getLogger(__name__)
+PSI_PERIOD_S = 1.9  # the kernel updates PSI's averages every 2 s: reading more often tells nothing new
 
 
 async def memory_loop(node, name: str, emit: Emit, interval: float, meminfo_path: str = MEMINFO) -> None:
-    """``meminfo_path``: the node's NodeConfig.meminfo_path, the one source doctor and validate read too."""
+    """``meminfo_path``: the node's NodeConfig.meminfo_path, the one source doctor and validate read too.
+    Each turn also reads the node's CPU and IO pressure (a node under pressure starts its ranks up
+    slower: the stall detector allows them more silence), every other turn at 1 Hz: the kernel updates
+    PSI every 2 s.  A kernel without PSI is asked once."""
     psi_ok = True
+    pressure_at = 0.0
     while True:
         try:
             meminfo = (await node.read_file(meminfo_path)).decode("utf-8", "replace")
@@ -32,19 +38,31 @@ async def memory_loop(node, name: str, emit: Emit, interval: float, meminfo_path
             log.warning("%s: %s", name, exc)
             await asyncio.sleep(interval)
             continue
-        psi = None
+        psi = cpu = io = None
         if psi_ok:
-            try:
-                psi = (await node.read_file(PSI_MEMORY)).decode("utf-8", "replace")
-            except NodeUnreachable:
-                raise
-            except NodeError:
-                psi_ok = False  # kernel without PSI: stop asking
+            psi = await _optional(node, PSI_MEMORY)
+            psi_ok = psi is not None  # kernel without PSI: stop asking
+        pressure = psi_ok and time.monotonic() - pressure_at >= PSI_PERIOD_S
+        if pressure:
+            pressure_at = time.monotonic()
+            cpu, io = await _optional(node, PSI_CPU), await _optional(node, PSI_IO)
         try:
             emit(MemorySample(node=name, memory=memory_info(meminfo, psi)))
         except ValueError as exc:
             log.warning("%s: %s", name, exc)
+        if pressure:
+            emit(NodePressure(node=name, cpu=some_avg10(cpu), io=some_avg10(io), memory=some_avg10(psi)))
         await asyncio.sleep(interval)
+
+
+async def _optional(node, path: str) -> str | None:
+    """A /proc file the kernel may lack: its text, or None (NodeUnreachable still escapes)."""
+    try:
+        return (await node.read_file(path)).decode("utf-8", "replace")
+    except NodeUnreachable:
+        raise
+    except NodeError:
+        return None
 
 
 class GpuLoop:

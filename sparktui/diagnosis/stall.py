@@ -12,8 +12,10 @@ Three rules, each with its healthy counterpart (stall_phases.toml holds the numb
 - logs (no answering server): every armed source silent past its allowance.  The allowance is
   ``threshold_s``, longer after a line that starts a known-quiet phase, and during start-up the
   budget of the phase the source is in (the milestone it reached last, from the container's start:
-  a fresh rank imports torch in silence).  Sources whose last word was "idle" (API up, no requests)
-  or that finished do not count; once a source serves (api_ready), only serving sources count.
+  a fresh rank imports torch in silence).  On a node under pressure (PSI: tasks waiting for a CPU, IO
+  or memory) a start-up's silence may last ``threshold_s / (1 - share)``, capped: its ranks run only
+  part of the time, and a real hang blocks them, which lets the pressure fall.  Sources whose last word was "idle" (API up, no
+  requests) or that finished do not count; once a source serves (api_ready), only serving sources count.
 
 One alarm per stall; progress anywhere clears it.
 """
@@ -38,6 +40,7 @@ from ..model import (
     LogBatch,
     LogLine,
     MilestoneReached,
+    NodePressure,
     ServingSample,
 )
 
@@ -68,6 +71,7 @@ def _data() -> dict:
             "watched": comp(d["watched"]),
             "serve_budget": float(d["serving"]["budget_s"]), "serve_fresh": float(d["serving"]["fresh_s"]),
             "serve_log": float(d["serving"]["log_budget_s"]),
+            "pressure": {k: float(v) for k, v in d["pressure"].items()},
             # one search tells plain progress lines (nearly all) from those any rule cares about
             "special": re.compile("|".join(f"(?:{p})" for t in ("idle", "not_progress", "busy") for p in d[t].values())
                                   + "|" + "|".join(f"(?:{v['pattern']})" for v in d["quiet_phases"].values()))}
@@ -110,6 +114,7 @@ class StallDetector:
         self.serve: _Serve | None = None
         self._ras: dict[tuple[str, str], tuple[float, float]] = {}  # (comm, rank) -> (count, changed at)
         self._idle_nodes: set[str] = set()  # nodes whose counters said no work is queued
+        self._pressure: dict[str, tuple[NodePressure, float]] = {}  # node -> (its last reading, read at)
 
     # ------------------------------------------------------------------ input
     def _progress(self, key: tuple[str, str], ts: float, line: str = "") -> None:
@@ -200,6 +205,8 @@ class StallDetector:
             if f.id in _data()["terminal"] and "/" in f.source:
                 node, _, source = f.source.partition("/")
                 self._finished(node, source)
+        elif isinstance(event, NodePressure):
+            self._pressure[event.node] = (event, now)
         elif isinstance(event, GpuSample):
             for g in event.gpus:
                 if g.power_w is not None and g.power_limit_w and g.power_w > _data()["gpu_frac"] * g.power_limit_w:
@@ -237,10 +244,25 @@ class StallDetector:
         if m.id in _data()["phases"] or m.id in ("api_ready", "first_prompt"):
             src.phase = m.id
 
-    def _allowance(self, src: _Source) -> float:
+    def _allowance(self, src: _Source, node: str, now: float) -> float:
         if src.serving:
             return max(src.allow, _data()["serve_log"])
-        return max(src.allow, _data()["phases"].get(src.phase, 0.0))
+        if not src.phase:  # not a start-up (a plain log, a workload past its milestones): the threshold
+            return src.allow
+        return max(src.allow, _data()["phases"].get(src.phase, 0.0), self._starved(node, now)[1])
+
+    def _starved(self, node: str, now: float) -> tuple[NodePressure | None, float]:
+        """(the node's fresh pressure reading, the silence a start-up may keep there: 0 when the node
+        is not under pressure).  A rank that runs only (1 - share) of the time needs threshold /
+        (1 - share) for threshold seconds of work."""
+        c = _data()["pressure"]
+        got = self._pressure.get(node)
+        if got is None or now - got[1] > c["fresh_s"]:
+            return None, 0.0
+        share = min(1.0, got[0].worst / 100.0)
+        if share < c["min_share"]:
+            return got[0], 0.0
+        return got[0], min(c["cap_s"], self.threshold / max(1.0 - share, 1e-3))
 
     def _finished(self, node: str, source: str) -> None:
         src = self.sources.get((node, source))
@@ -308,11 +330,22 @@ class StallDetector:
         if any(s.serving for s in self.sources.values()):
             # a serving cluster: only the API server's own log can say it is stuck (busy and silent)
             active = [(k, s) for k, s in active if s.serving]
-        if not active or not all(now - s.last_progress > self._allowance(s) for _, s in active):
+        if not active or not all(now - s.last_progress > self._allowance(s, k[0], now) for k, s in active):
             return None
         silence = now - max(s.last_progress for _, s in active)
         nodes = sorted({k[0] for k, _ in active})
-        evidence = tuple(f"{k[0]}/{k[1]}: silent {now - s.last_progress:.0f} s"
-                         + (f" in start-up phase {s.phase} (budget {self._allowance(s):.0f} s)" if s.phase in _data()["phases"] else "")
-                         + f"; last: {s.last_line[:160]}" for k, s in active)
+        evidence = tuple(self._why_silent(k[0], k[1], s, now) for k, s in active)
         return (silence, f"Suspected hang: no progress on any rank for {silence:.0f} s", evidence, nodes)
+
+    def _why_silent(self, node: str, source: str, s: _Source, now: float) -> str:
+        allowed = self._allowance(s, node, now)
+        reading, stretched = self._starved(node, now)
+        said = ""
+        if reading is not None and s.phase and not s.serving:
+            parts = [f"{k} {v:.0f} %" for k, v in (("CPU", reading.cpu), ("IO", reading.io), ("memory", reading.memory))
+                     if v is not None]
+            said = f"; {node} pressure (share of the last 10 s a task waited): {', '.join(parts)}"
+            said += f", so {allowed:.0f} s allowed" if stretched and stretched >= allowed else ""
+        return (f"{node}/{source}: silent {now - s.last_progress:.0f} s"
+                + (f" in start-up phase {s.phase} (budget {allowed:.0f} s)" if s.phase in _data()["phases"] else "")
+                + said + f"; last: {s.last_line[:160]}")

@@ -1,4 +1,5 @@
-"""Host memory from /proc/meminfo and /proc/pressure/memory (on a GB10 this is the GPU's memory too).
+"""Host memory from /proc/meminfo and /proc/pressure/memory (on a GB10 this is the GPU's memory too),
+and the host's CPU and IO pressure from /proc/pressure.
 
 Pure parsers: the collector reads both files over the node's existing connection (SFTP, no
 process per sample) and hands the text here.
@@ -10,6 +11,8 @@ from ..model import MemoryInfo
 
 MEMINFO = "/proc/meminfo"
 PSI_MEMORY = "/proc/pressure/memory"
+PSI_CPU = "/proc/pressure/cpu"
+PSI_IO = "/proc/pressure/io"
 
 
 def parse_meminfo(text: str) -> dict[str, int]:
@@ -56,3 +59,9 @@ def memory_info(meminfo_text: str, psi_text: str | None = None) -> MemoryInfo:
         swap_total=m.get("SwapTotal", 0), swap_free=m.get("SwapFree", 0),
         psi_some_avg10=psi.get("some_avg10"), psi_full_avg10=psi.get("full_avg10"),
     )
+
+
+
+def some_avg10(psi_text: str | None) -> float | None:
+    """One /proc/pressure file -> its ``some avg10`` (percent), None when there is none."""
+    return parse_psi(psi_text).get("some_avg10") if psi_text else None
