@@ -489,6 +489,10 @@ def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
         n, t, _, body = warn
         found = LastWords(n, t.strip(), "error line", "", body[_NCCL_WARN.search(body).end():].strip() or body,
                           weak=True)
+    if found is None and (said := _last_statement(last)) is not None:
+        # the log stops at the program's own plain statement that something failed: structure alone
+        n, t, _, body = said
+        found = LastWords(n, t.strip(), "error line", "", body, weak=True)
     if found is None:
         # a death its logger reported below error level, with nothing after it but more of the same
         # or teardown: a warning (Ray's core reports a dead actor at I, a terminated raylet at W)
@@ -586,6 +590,29 @@ _NCCL_WARN = re.compile(r"\bNCCL WARN\b")
 _UNEXPECTED = re.compile(r"(?i)\bunexpected(?:ly)?\b|\babnormal(?:ly)?\b|\bSIG(?:KILL|SEGV|ABRT|BUS|ILL|FPE)\b"
                          r"|\bsignal (?:6|7|9|11)\b|\bcore dumped\b|\bSegmentation fault\b|\bKilled process \d+|\boom")
 _RAISE = re.compile(r"^raise (?P<cls>[A-Z]\w*(?:Error|Exception|Failure|Timeout)\w*)\(f?[\"'](?P<msg>[^\"'\n]{1,300})")
+
+
+# a program's own statement that it failed, in plain words at the line's margin: "Failed to initialize
+# NVML: Unknown Error", "Unable to load the model", "Could not connect to ...", "Timed out waiting for
+# ..."; the same words with a way on after them (a fallback, a retry, something skipped) are a warning
+# the program went on past
+_STATEMENT = re.compile(
+    r"^(?:(?:Failed to|Unable to|Could not|Couldn't|Cannot|Can't) [a-z]\w+"
+    r"|(?:Timed out|Timeout|Time-?out)(?: (?:waiting|after|while|expired|reached|exceeded|occurred|of|for|on))\b)"
+)
+_WAY_ON = re.compile(r"(?i)\bfall(?:ing|s)? ?back\b|\bretry(?:ing)?\b|\bwill (?:retry|try)\b|\btrying\b|\bignor(?:e|ed|ing)\b"
+                     r"|\bskip(?:ped|ping)?\b|\binstead\b|\bdefault(?:ing|s)? to\b|\busing\b|\bcontinu(?:e|ing)\b")
+
+
+def _last_statement(last: list[tuple[int, str, str, str]]) -> tuple[int, str, str, str] | None:
+    """The log's very last line when it is a failure statement (``_STATEMENT``) at no logger's
+    level or at an error level, and says no way on (``_WAY_ON``)."""
+    if not last:
+        return None
+    n, t, level, body = last[-1]
+    if (level and level not in _BAD_LEVELS) or _QUIET_BRACKET.search(body) or is_shutdown_request(body):
+        return None
+    return last[-1] if _STATEMENT.match(body) and not _WAY_ON.search(body) else None
 
 
 def _last_nccl_warn(last: list[tuple[int, str, str, str]]) -> tuple[int, str, str, str] | None:

@@ -457,3 +457,37 @@ def test_a_parenthesised_tag_before_an_error_level_is_an_error_line(no_patterns)
     line = next(t for t in lines if "No available node types" in t).replace("ESC[33m", "").replace("ESC[0m", "")
     assert lw.read_line(*lw._body(line))[0] == "error line"
     assert lw.read_line(*lw._body("(note) errors: none")) is None
+
+
+# --------------------------------------------------------------------------- a plain failure statement last
+
+@pytest.mark.parametrize("line", [
+    "Failed to initialize NVML: Unknown Error",  # nvidia-smi in a container that lost its GPU device
+    "Unable to load the model from /models/x: no config.json",
+    "Could not connect to 10.0.0.2:29500",
+    "Timed out waiting for the server to become healthy after 600 seconds",
+])
+def test_a_plain_failure_statement_as_the_logs_last_line_is_an_error_line(line, no_patterns):
+    lines = _serve_tail()[:6] + [line]
+    got = lw.failure(_w(lines))
+    assert got is not None and got.weak and got.line == len(lines) and got.kind == "error line"
+    fs = diagnose_lines(lines)
+    assert fs and fs[0].id == "unrecognised_failure" and fs[0].severity == "warning", fs
+
+
+@pytest.mark.parametrize("line", [
+    "Failed to create oneDNN linear, fallback to torch linear",  # the real vLLM CPU build, at WARNING, bare here
+    "Timed out waiting for peer, retrying (1/5)",
+    "Could not find a GPU, using the CPU instead",
+    "Failed requests:                         0",  # vLLM's bench serve result table
+    "Cannot",
+])
+def test_the_statement_with_a_way_on_or_not_a_statement_is_nothing(line):
+    assert lw.failure(_w(_serve_tail()[:6] + [line])) is None
+
+
+def test_the_statement_before_more_output_or_below_error_level_is_nothing():
+    tail = _serve_tail()[:6]
+    # the program went on after it: only the log's very last line is read this way
+    assert lw.failure(_w(tail + ["Failed to initialize NVML: Unknown Error", "GPU 0: NVIDIA GB10"])) is None
+    assert lw.failure(_w(tail + ["WARNING 12-01 10:00:02 [x.py:1] Failed to load plugin foo: not found"])) is None

@@ -74,8 +74,19 @@ class ConfirmModal(YesNoModal):
         dialog.toggle_class("-full-shown")  # the state is a class: the stylesheet shows the commands
         self.query_one(".dialog-keys", Static).update(self._hint())
         if dialog.has_class("-full-shown"):
-            self.call_after_refresh(self.query_one(".dialog-body").scroll_to_widget,
-                                    self.query_one(".dialog-full"), top=True, animate=False)
+            self.call_after_refresh(self._reveal_full, 20)
+
+    def _reveal_full(self, tries: int) -> None:
+        """Scroll the commands' top into view once the layout has given them a size: the class change
+        that shows them is laid out a refresh or more later (a busy machine: more), and scrolling to
+        a widget not laid out yet scrolls nowhere."""
+        full = self.query_one(".dialog-full")
+        if not self.query_one(".dialog").has_class("-full-shown"):
+            return
+        if full.size.height == 0 and tries > 0:
+            self.call_after_refresh(self._reveal_full, tries - 1)
+            return
+        self.query_one(".dialog-body").scroll_to_widget(full, top=True, animate=False)
 
     def action_scroll_body(self, how: str) -> None:
         getattr(self.query_one(".dialog-body", VerticalScroll), f"scroll_{how}")(animate=False)
