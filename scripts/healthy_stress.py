@@ -121,6 +121,8 @@ def variants(srcs: list[tuple[str, list[list[str]]]]) -> dict[str, list[list[str
         out[f"{name} markdown"] = [[*MARKDOWN_OPEN, *f, *MARKDOWN_CLOSE] for f in files]
         out[f"{name} numbered"] = [[f"{k + 1:6d}\t{ln}" for k, ln in enumerate(f)] for f in files]
         out[f"{name} interrupt"] = [[*f, *INTERRUPT] for f in files]
+        # a terminal's hard wrap at 100 columns (a paste copied off a fixed-width window)
+        out[f"{name} wrap"] = [[ln[i:i + 100] for ln in f for i in range(0, max(1, len(ln)), 100)] for f in files]
         out[f"{name} cut60+interrupt"] = [[*f[:max(1, len(f) * 60 // 100)], *INTERRUPT] for f in files]
         other = srcs[(i + 1) % len(srcs)]
         if other[0] != name:

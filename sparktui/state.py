@@ -35,6 +35,7 @@ from .model import (
     MemorySample,
     Milestone,
     MilestoneReached,
+    NodePressure,
     NodeReachability,
     Note,
     SEVERITY_RANK,
@@ -82,6 +83,7 @@ class NodeState:
     containers: Mapping[str, ContainerInfo] = field(default_factory=lambda: _frozen({}))  # by name
     memory: MemoryInfo | None = None
     memory_history: tuple[float, ...] = ()  # used fraction, oldest first
+    pressure: NodePressure | None = None  # CPU / IO / memory PSI, read with the memory
     gpus: tuple[GpuInfo, ...] = ()
     gpu_available: bool | None = None
     gpu_error: str | None = None
@@ -253,6 +255,8 @@ def _reduce(state: ClusterState, event: Event) -> ClusterState:
             hist = (n.memory_history + (event.memory.used_fraction,))[-MEMORY_HISTORY:]
             return replace(n, memory=event.memory, memory_history=hist, last_update=event.ts)
         return _with_node(state, event.node, f)
+    if isinstance(event, NodePressure):
+        return _with_node(state, event.node, lambda n: replace(n, pressure=event, last_update=event.ts))
     if isinstance(event, GpuSample):
         return _with_node(state, event.node, lambda n: replace(
             n, gpus=event.gpus, gpu_available=event.available, gpu_error=event.error, last_update=event.ts))

@@ -58,6 +58,8 @@ _ERROR_MARK = re.compile(
     # ... or up through the net transport's connection setup (transport/net.cc), which runs once the
     # plugin is chosen: a plugin's own probe (net_ib.cc, net.h) never passes through it
     r"|\b(?:NCCL )?INFO transport/(?:net|p2p|shm)\.cc:\d+ -> [1-9]\d*\b"
+    # Tornado's and Jupyter's record header at its error level ("[E 2024-01-01 10:00:00.123 ServerApp]")
+    r"|^\[[EFC] \d{2,4}-?\d\d-?\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? [\w.:-]{1,60}\]"
     # MPI's fatal error handler (Open MPI, MPICH) aborting the job
     r"|\bMPI_ERRORS_ARE_FATAL\b|\bMPI_ABORT was invoked\b|\*\*\* An error occurred in MPI_\w+"
     r"|\b(?:Test )?NCCL failure\b"
@@ -129,6 +131,9 @@ _EXIT = re.compile(
 # status=1/FAILURE", "Failed with result 'exit-code'"
 _EXIT_WORDS = re.compile(r"\bnon-zero (?:exit|return) (?:code|status)\b|\bcode=exited, status=[1-9]\d*\b"
                          r"|\bFailed with result '(?:exit-code|signal|core-dump|oom-kill)'")
+# what a container's manager shows of one that failed: `docker ps`'s STATUS column with a non-zero
+# code, Kubernetes restarting it again and again; structure alone (a listing can show an old container)
+_MANAGER_SAYS = re.compile(r"\bExited \((?:-?[1-9]\d*)\) \S|\bCrashLoopBackOff\b|\bBack-off restarting failed container\b")
 # a process death: the kernel's or the shell's words, a fatal signal by name or number, a core dump
 _DEATH_WORDS = (
     r"\bSegmentation fault\b|\bcore dumped\b|\bBus error\b|\bIllegal instruction\b"
@@ -284,6 +289,8 @@ def read_line(level: str, body: str, inferred: bool = True) -> tuple[str, str, s
         return "non-zero exit", "", body
     if (_DEATH if inferred else _DEATH_SPOKEN).search(body):
         return "process death", "", body
+    if inferred and _MANAGER_SAYS.search(body):
+        return "non-zero exit", "", body
     g = _ERROR_MARK.search(body)
     if level in _BAD_LEVELS or g is not None or _STRUCTURED.search(body):
         return "error line", "", body
@@ -598,7 +605,16 @@ _RAISE = re.compile(r"^raise (?P<cls>[A-Z]\w*(?:Error|Exception|Failure|Timeout)
 # the program went on past
 _STATEMENT = re.compile(
     r"^(?:(?:Failed to|Unable to|Could not|Couldn't|Cannot|Can't) [a-z]\w+"
-    r"|(?:Timed out|Timeout|Time-?out)(?: (?:waiting|after|while|expired|reached|exceeded|occurred|of|for|on))\b)"
+    r"|(?:Timed out|Timeout|Time-?out)(?: (?:waiting|after|while|expired|reached|exceeded|occurred|of|for|on))\b"
+    # a named part that failed: "EngineCore failed to start.", "The server could not bind ..."
+    r"|[A-Z][\w.-]{0,40}(?: [\w.-]{1,40}){0,3} (?:failed to|could not|cannot|was unable to) [a-z]\w+"
+    r"|An? (?:\w+ )?(?:error|exception|failure) (?:has )?(?:occurred|happened|was raised)\b"
+    r"|(?:Status|Result|State|Outcome): (?:FAILED|FAILURE|ERROR|CRASHED|DEAD|failed|error|crashed)\b"
+    # a status mark a script or a tool prints before its failure: a cross, a bracketed FAIL, a starred
+    # or arrowed ERROR
+    r"|(?:\u274c|\u2717|\u2718|\u2716|\u26d4|\U0001f4a5|\U0001f534)\s*\S"
+    r"|\[(?:FAIL|FAILED|FAILURE|ERR)\]"
+    r"|(?:\*{2,3}|=+>|-+>|!{2,3}) ?(?:ERROR|FATAL|FAILED|FAILURE|Error|Fatal)\b)"
 )
 _WAY_ON = re.compile(r"(?i)\bfall(?:ing|s)? ?back\b|\bretry(?:ing)?\b|\bwill (?:retry|try)\b|\btrying\b|\bignor(?:e|ed|ing)\b"
                      r"|\bskip(?:ped|ping)?\b|\binstead\b|\bdefault(?:ing|s)? to\b|\busing\b|\bcontinu(?:e|ing)\b")

@@ -202,8 +202,8 @@ def _start_shape(line: str) -> str:
 def hard_wrap_width(lines: list[str]) -> int | None:
     """The width a paste was hard-wrapped at, or None.  Offline only, on the first chunk of a file:
     at least 3 lines (and 3 %) exactly as long as the longest (at least ``_WRAP_MIN``), and 60 % of
-    them followed by a line whose start is unlike the other lines' (a table's rows, all as long,
-    are followed by rows that start alike)."""
+    them followed by a line whose start is unlike the other lines', or by a shorter line that starts
+    unlike them (a table's rows, all as long, are followed by rows as long that start alike)."""
     lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]  # a CRLF line end is no column
     body = [ln for ln in lines if ln.strip()]
     if len(body) < 4:
@@ -215,7 +215,17 @@ def hard_wrap_width(lines: list[str]) -> int | None:
     if len(at) < 3 or len(at) < 0.03 * len(body):
         return None
     shapes = Counter(_start_shape(ln) for ln in body)
-    cont = sum(1 for k in at if k + 1 < len(lines) and lines[k + 1].strip() and shapes[_start_shape(lines[k + 1])] <= 2)
+
+    def continued(k: int) -> bool:
+        if k + 1 >= len(lines) or not lines[k + 1].strip():
+            return False
+        nxt = _start_shape(lines[k + 1])
+        # a start no other line has, or a shorter line that starts unlike this one (a stack's frames
+        # wrapped: every piece starts lowercase, as half the lines do); a table's rows, all as long,
+        # are followed by rows as long
+        return shapes[nxt] <= 2 or (len(lines[k + 1]) < width and lines[k + 1][:4] != lines[k][:4])
+
+    cont = sum(1 for k in at if continued(k))
     return width if cont >= 0.6 * len(at) else None
 
 

@@ -36,6 +36,20 @@ def test_memory_line_shows_used_total_cache_psi_and_reservation():
     assert "70.0/121.6 GiB" in text and "cache 3.0" in text and "PSI 2.5%" in text and "vLLM wants 109.4" in text
 
 
+def test_memory_line_shows_the_nodes_cpu_and_io_wait_once_they_slow_it():
+    from sparktui.model import MemorySample, NodePressure
+    from sparktui.state import ClusterState, reduce
+
+    mem = MemoryInfo(total=int(121.6 * GIB), available=int(51.6 * GIB), psi_some_avg10=0.0)
+    s = reduce(reduce(ClusterState.initial(["spark1"]), MemorySample("spark1", mem)),
+               NodePressure("spark1", cpu=91.4, io=2.0, memory=0.0))
+    text = node_stats.memory(s.nodes["spark1"], 120).plain
+    assert "CPU wait 91%" in text and "IO wait" not in text  # 2 % of the last 10 s: not worth a word
+    quiet = node_stats.memory(reduce(s, NodePressure("spark1", cpu=1.0, io=None)).nodes["spark1"], 120).plain
+    assert "wait" not in quiet
+    assert "wait" not in node_stats.memory(NodeState("spark1", memory=mem), 120).plain  # never read
+
+
 def test_gpu_line_unified_and_discrete():
     gb10 = GpuInfo(0, "NVIDIA GB10", 96.0, 21.3, clock_sm_mhz=2418, processes=(GpuProcess(581, "ray::RayWorkerWrapper", 71 * GIB),))
     text = node_stats.gpu(NodeState("spark1", gpus=(gb10,), gpu_available=True)).plain

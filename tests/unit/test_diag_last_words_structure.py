@@ -491,3 +491,71 @@ def test_the_statement_before_more_output_or_below_error_level_is_nothing():
     # the program went on after it: only the log's very last line is read this way
     assert lw.failure(_w(tail + ["Failed to initialize NVML: Unknown Error", "GPU 0: NVIDIA GB10"])) is None
     assert lw.failure(_w(tail + ["WARNING 12-01 10:00:02 [x.py:1] Failed to load plugin foo: not found"])) is None
+
+
+@pytest.mark.parametrize("line", [
+    "EngineCore failed to start.",  # vLLM's engine process, before its RuntimeError
+    "The API server could not bind to 0.0.0.0:8000",
+    "An unexpected error occurred while loading the model",
+    "Status: FAILED",
+    "\u274c Model load failed: out of memory",  # a script's cross mark
+    "\u2717 vllm serve exited",
+    "[FAIL] health check did not pass",
+    "*** ERROR *** engine died",
+    "==> ERROR: build failed",
+])
+def test_a_named_part_failing_a_status_word_or_a_failure_mark_last_is_an_error_line(line, no_patterns):
+    lines = _serve_tail()[:6] + [line]
+    got = lw.failure(_w(lines))
+    assert got is not None and got.weak and got.line == len(lines), got
+
+
+@pytest.mark.parametrize("line", [
+    "\u2705 Model loaded",  # a check mark: the script's success
+    "Status: RUNNING",
+    "[PASS] health check",
+    "The API server could not bind to :: (IPv6 off), using 0.0.0.0 instead",
+    "No error occurred",
+])
+def test_their_healthy_neighbours_are_nothing(line):
+    assert lw.failure(_w(_serve_tail()[:6] + [line])) is None
+
+
+def test_a_cross_mark_that_a_check_mark_follows_is_nothing():
+    # a script waiting for a server: what it printed last is its answer
+    assert lw.failure(_w(_serve_tail()[:6] + ["\u274c not ready yet (attempt 3)", "\u2705 ready"])) is None
+
+
+@pytest.mark.parametrize("rows", [
+    ["CONTAINER ID   IMAGE   COMMAND   CREATED   STATUS   PORTS   NAMES",
+     'a1b2c3d4e5f6   vllm/vllm-openai:v0.11.0   "vllm serve"   2 minutes ago   Exited (1) 1 minute ago      vllm'],
+    ["NAME     READY   STATUS             RESTARTS      AGE", "vllm-0   0/1     CrashLoopBackOff   5 (2m ago)    10m"],
+    ["  Warning  BackOff  2m (x40 over 12m)  kubelet  Back-off restarting failed container vllm in pod vllm-0_default(1234)"],
+])
+def test_a_container_manager_showing_a_failed_container_is_structure_alone(rows, no_patterns):
+    lines = _serve_tail()[:6] + rows
+    got = lw.failure(_w(lines))
+    assert got is not None and got.weak and got.kind == "non-zero exit", got
+
+
+@pytest.mark.parametrize("row", [
+    'a1b2c3d4e5f6   vllm/vllm-openai:v0.11.0   "vllm serve"   2 minutes ago   Exited (0) 1 minute ago      vllm',
+    'a1b2c3d4e5f6   vllm/vllm-openai:v0.11.0   "vllm serve"   2 minutes ago   Up 2 minutes      vllm',
+    "vllm-0   1/1     Running   0          10m",
+])
+def test_a_container_that_ended_well_or_runs_is_nothing(row):
+    assert lw.failure(_w(_serve_tail()[:6] + [row])) is None
+
+
+def test_jupyters_record_at_its_error_level_is_an_error_line_and_at_warning_nothing():
+    lines = _serve_tail()[:6]
+    got = lw.failure(_w(lines + ["[E 2024-05-01 10:00:00.123 ServerApp] Uncaught exception GET /api/kernels"]))
+    assert got is not None and not got.weak
+    assert lw.failure(_w(lines + ["[W 2024-05-01 10:00:00.123 ServerApp] Notebook x is not trusted"])) is None
+
+
+def test_nvidia_smis_answer_with_no_gpu_is_no_gpu_visible():
+    fs = diagnose_lines(["$ nvidia-smi", "No devices were found"])
+    assert fs and fs[0].id == "no_gpu_visible", fs
+    # the same words inside another sentence are not nvidia-smi's answer
+    assert "no_gpu_visible" not in [f.id for f in diagnose_lines(["INFO scan: No devices were found on bus 3, rescanning"])]

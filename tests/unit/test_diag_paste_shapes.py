@@ -309,6 +309,27 @@ def test_wrapping_a_log_ourselves_is_undone(tmp_path):
     assert got[:1] == ["nccl_comm_init_failed"]
 
 
+def test_a_wrapped_native_stack_whose_pieces_start_lowercase_is_joined_back(tmp_path):
+    # held-in b/pytorch_cppo_6_tcpstore_client_timeout ends in torch's C++ frames; wrapped at 100 columns
+    # every frame's tail starts "ython3.11/...", lowercase as the frames themselves: the start shape
+    # alone did not tell a piece from a line, a shorter line starting unlike its predecessor does
+    lines = body("b/pytorch_cppo_6_tcpstore_client_timeout")
+    wrapped = [ln[i:i + 100] for ln in lines for i in range(0, len(ln), 100)] or [""]
+    assert paste.hard_wrap_width(wrapped) == 100
+    got = [f.id for f in analyse([_file(tmp_path, wrapped)]).findings if f.severity != "info"]
+    assert got[:1] == ["rendezvous_timeout"], got
+
+
+def test_equal_longest_lines_followed_by_lines_that_start_like_them_are_no_wrap():
+    # a log whose longest lines repeat (one message, each at the same length) and whose next lines
+    # start like them (the same logger's header): no piece of a wrap
+    head = "(Worker_TP0 pid=40) INFO 12-07 13:16:54 [x.py:1] "
+    lines = []
+    for k in range(6):
+        lines += [head + "y" * (120 - len(head)), head + f"step {k}"]
+    assert paste.hard_wrap_width(lines) is None
+
+
 @pytest.mark.parametrize("case", ["a/vllm_vllm_6689_llama31_idle_metrics_healthy",
                                   "b/nccl_nccl-tests_293_allreduce_table_small_sizes_healthy",
                                   "b/other_mooncake_3484_collective_bench_table_healthy",

@@ -70,6 +70,9 @@ def state_class(state: ContainerState) -> str:
     return "state--other"
 
 
+PRESSURE_SHOWN = 5.0  # percent of the last 10 s; below it the node's tasks hardly wait
+
+
 def memory(node: "NodeState", width: int, gpu_mem_util: float | None = None) -> Content:
     m = node.memory
     if m is None:
@@ -82,6 +85,12 @@ def memory(node: "NodeState", width: int, gpu_mem_util: float | None = None) -> 
     if m.psi_some_avg10 is not None:
         psi_style = "$error" if m.psi_some_avg10 >= 10 else ("$warning" if m.psi_some_avg10 >= 1 else "$text-muted")
         extras.append((1, f"  PSI {m.psi_some_avg10:.1f}%", psi_style))
+    p = node.pressure
+    for what, share in (("CPU", p.cpu if p else None), ("IO", p.io if p else None)):
+        # the node's tasks waiting for a CPU / for IO: shown once it slows them (the stall detector
+        # allows a start-up more silence from 20 %)
+        if share is not None and share >= PRESSURE_SHOWN:
+            extras.append((1, f"  {what} wait {share:.0f}%", "$warning" if share >= 50 else "$text-muted"))
     if gpu_mem_util:
         want = gpu_mem_util * m.total
         style = "$error" if want > m.available and frac < 0.5 else "$text-muted"
