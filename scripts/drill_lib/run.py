@@ -358,11 +358,40 @@ async def _disk_full(ctx: Ctx) -> float:
     return ctx.start_action("push-image", "--image", ctx.bed.info["image"], "--to", "spark2", timeout=600)
 
 
+# every process of the container but its PID 1 (the headless rank's own main process, which waits on its
+# worker): SIGSTOP leaves the container running, as a rank stuck in a call looks from outside
+_STOP_WORKERS = ("for p in /proc/[0-9]*; do read -r stat < $p/stat 2>/dev/null || continue; "
+                 "set -- ${stat##*) }; [ \"$2\" = 1 ] && kill -%s ${p#/proc/}; done; true")
+
+
+async def _rank_stopped_at_rendezvous(ctx: Ctx) -> float:
+    """Launch; the moment rank 1 (spark2) has printed its rendezvous line, stop its worker: rank 0
+    then waits for it in the process group's set-up, both containers still running."""
+    launch = asyncio.create_task(cli(ctx.cfg, "launch", "--yes", "--json", timeout=900))
+    ctx.undo.append(launch.cancel)
+
+    def joined() -> bool:
+        r = ctx.bed.docker("spark2", "logs", ctx.name)
+        return "distributed_init_method=" in r.stdout + r.stderr
+
+    deadline = time.monotonic() + 600
+    while not await asyncio.to_thread(joined):
+        if launch.done() or time.monotonic() > deadline:
+            raise DrillError("rank 1 never reached the rendezvous (nothing to stop there)")
+        await asyncio.sleep(0.2)
+    t = time.monotonic()
+    r = ctx.bed.docker("spark2", "exec", ctx.name, "sh", "-c", _STOP_WORKERS % "STOP")
+    if r.returncode != 0:
+        raise DrillError(f"SIGSTOP of rank 1's worker: {one_line(r.stderr)}")
+    ctx.undo.append(lambda: ctx.bed.docker("spark2", "exec", ctx.name, "sh", "-c", _STOP_WORKERS % "CONT"))
+    return t
+
+
 FAULTS: dict[str, Callable[[Ctx], Awaitable[float]]] = {
     "mixed_load": _mixed_load, "kill_worker": _kill_worker, "kill_worker_under_load": _kill_worker_under_load,
     "kill_head": _kill_head, "wrong_interface": _wrong_interface, "port_taken": _port_taken, "kv_too_big": _kv_too_big,
     "unknown_arch": _unknown_arch, "stale_container": _stale_container, "sshd_stopped": _sshd_stopped,
-    "restart_dockerd": _restart_dockerd, "disk_full": _disk_full,
+    "restart_dockerd": _restart_dockerd, "disk_full": _disk_full, "rank_stopped": _rank_stopped_at_rendezvous,
 }
 
 

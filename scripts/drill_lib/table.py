@@ -73,6 +73,12 @@ DRILLS: tuple[Drill, ...] = (
           cluster={"ready_timeout": 300.0}),
     Drill("dockerd-restart", "restart_dockerd", "spark2's dockerd restarted mid-serve (live-restore: serving goes on)",
           (), must=("engine", "status", "investigate"), investigate="healthy"),
+    # the live stall detector's classic hang: every container running, one rank stuck (SIGSTOP) right
+    # after it joined the rendezvous, rank 0 waiting for it; the node pressure of the start-up falls
+    # once both wait, so the 10 s threshold comes back (diagnosis/stall_phases.toml [pressure])
+    Drill("rank-stopped-at-rendezvous", "rank_stopped",
+          "spark2's worker SIGSTOPped right after it joined the rendezvous (launch under way)",
+          ("suspected_hang", "rendezvous_timeout", "nccl_init_hang"), must=("engine",), investigate=None),
     Drill("disk-full", "disk_full", "push-image to spark2 whose Docker data root is a 64 MB tmpfs",
           ("image_push_failed",), must=("action",), investigate=None),
 )

@@ -29,15 +29,16 @@ def _json(r: subprocess.CompletedProcess) -> dict:
         pytest.fail(f"no JSON (rc {r.returncode}): {r.stdout[-1500:]}\n{r.stderr[-2500:]}")
 
 
-def _until(pred, timeout: float, what: str, every: float = 0.5):
-    """Poll an outside system (docker, HTTP) until ``pred()`` is truthy; fail with ``what``."""
+def _until(pred, timeout: float, what: str, every: float = 0.5, story=None):
+    """Poll an outside system (docker, HTTP) until ``pred()`` is truthy; fail with ``what`` (and
+    ``story()``: what was seen last, when given)."""
     deadline = time.monotonic() + timeout
     while True:
         got = pred()
         if got:
             return got
         if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout:.0f} s")
+            pytest.fail(f"{what}: not within {timeout:.0f} s" + (f" -- {story()}" if story else ""))
         time.sleep(every)
 
 
@@ -295,15 +296,22 @@ async def test_mp_cluster_whole_life_watched_by_the_tui_engine(real_vllm_life_be
         assert pr.returncode == 1, pr.stdout[-1500:]
         assert f"spark2: container {name} exited with code 137" in pr.stderr, pr.stderr[-3000:]
 
+        seen: dict = {}
+
         def broken():
             r = cli("status", "--json", config=cfg, timeout=120)
             c = _json(r)["cluster"]
+            seen.update(rc=r.returncode, state=c["state"], findings=[(f["id"], f["severity"]) for f in c["findings"]])
             if c["state"] in ("half", "exited") and any(f["id"] == "engine_dead" for f in c["findings"]):
                 assert r.returncode == 1, "status exited 0 on a broken cluster"  # issue 32 item 2
                 return c
             return None
 
-        c = await asyncio.to_thread(_until, broken, 90, "status shows the broken cluster", 2)
+        def story() -> str:
+            head = bed.docker("spark1", "logs", "--tail", "25", name, check=False)
+            return f"last status {seen}; the head's last lines:\n{(head.stdout + head.stderr)[-4000:]}"
+
+        c = await asyncio.to_thread(_until, broken, 150, "status shows the broken cluster", 2, story)
         ids = [f["id"] for f in c["findings"]]
         assert "half_cluster" in ids and "engine_dead" in ids, ids
         assert ids.index("worker_died") < ids.index("engine_dead"), ids  # the cause before the consequence
