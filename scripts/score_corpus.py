@@ -198,10 +198,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"    {cause:<32} {row['any']:>3}/{row['n']:<3} any   {row['top1']:>3}/{row['n']:<3} top-1"
                       + (f"   {row['silent']} silent" if row["silent"] else ""))
     if args.misses:
+        facts = _info_ids()
         for c in cases:
             if c.part not in parts:
                 continue
-            named = [f.split(":")[0] for f in c.found if not f.endswith(":info")]
+            named = _named(c, facts)  # as the scores read it
             bad = (c.healthy and any(f.endswith(":error") for f in c.found)) or \
                   (not c.healthy and (not named or named[0] != c.expect[0]))
             if bad:

@@ -54,9 +54,16 @@ _ENGINE_LINE = (
 _QUOTED = re.compile(r"'(?P<cls>(?:[A-Za-z_]\w*\.){0,8}[A-Z]\w*(?:Error|Exception)): ?(?P<msg>[^']*)")
 
 
+# the JVM's heads of an exception line: the thread that died of it, a cause or a suppressed exception
+# of a chain ("Exception in thread "main" java.lang.X: ...", "Caused by: java.net.Y: ...")
+JAVA_HEAD = re.compile(r'^(?:Exception in thread "[^"\n]{0,80}" |Caused by: |Suppressed: )')
+
+
 def parse(text: str) -> tuple[str, str] | None:
     """(qualified class, message) of an exception line (its log prefix already removed), or None."""
     text = text[:MAX_MSG]
+    if text[:1] in "ECS" and (j := JAVA_HEAD.match(text)) is not None:
+        text = text[j.end():]
     w = _WHAT.match(text)
     if w is not None:
         return "what()", w.group("msg").strip()

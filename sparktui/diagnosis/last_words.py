@@ -108,6 +108,8 @@ _LEVEL_WORD = re.compile(
     r"|^(?P<lvl2>error|fatal):\s"
     # the Docker CLI relaying the daemon's refusal ("docker: Error response from daemon: ...")
     r"|^(?:[\w.-]{1,40}: )?Error response from daemon:?\s*"
+    # a localised program's error level (Chinese, Japanese, Korean, with a full-width colon or not)
+    r"|^(?:\[|【)?(?:错误|錯誤|致命错误|严重错误|エラー|致命的なエラー|오류|에러)(?:\]|】)?\s*[:：]\s*"
 )
 # a build toolchain's own failure lines, read whole (the file and the tool are the message): CMake,
 # a C/C++/CUDA compiler ("x.cpp:12:5: error:", nvcc's "x.cu(12): error:"), ninja and make giving up
@@ -574,9 +576,35 @@ _FRAME = re.compile(r"^(?:\S+|@\s+0x[0-9a-f]+\b.*|#\d+\s+0x[0-9a-f]+\b.*|\S*\(\S
 _TORCH_FRAME = re.compile(r"^frame #\d+: ")
 
 
+# a JVM stack trace's frame ("at org.x.Y.run(Y.java:42)", "... 5 more"): the exception line is above its
+# frames and a chain's root cause is its last "Caused by:"
+_JAVA_FRAME = re.compile(r"^at [\w$.<>/-]{1,300}\((?:[^()\n]{0,200}\.(?:java|kt|scala|groovy|clj)(?::\d+)?"
+                         r"|Native Method|Unknown Source)\)(?: ~?\[[^\]\n]{0,200}\])?$"
+                         r"|^\.\.\. \d+ (?:more|common frames omitted)$")
+
+
+def _before_java_stack(lines: list[tuple[int, str, str, str]]) -> list[tuple[int, str, str, str]] | None:
+    """``lines`` ending in a JVM stack trace, cut to its root cause's line (the chain's last
+    exception, the wrappers above it left out), or None when they do not end in one."""
+    k = len(lines)
+    while k > 0 and k > len(lines) - 400 and _JAVA_FRAME.match(lines[k - 1][3]):
+        k -= 1
+    if k == len(lines) or k == 0 or parse_exception(lines[k - 1][3]) is None:
+        return None
+    root = lines[k - 1]
+    j = k - 1
+    # up the chain: the wrappers' lines and frames
+    while j > 0 and j > len(lines) - 400 and (_JAVA_FRAME.match(lines[j - 1][3]) or (
+            parse_exception(lines[j - 1][3]) is not None and _JAVA_FRAME.match(lines[j][3]))):
+        j -= 1
+    return [*lines[:j], root]
+
+
 def _before_native_stack(lines: list[tuple[int, str, str, str]]) -> list[tuple[int, str, str, str]]:
     """``lines`` without a native stack dump that ends them: its frames are how the process
     aborted, the line above the dump is what it died of (as a Python traceback's exception is)."""
+    if lines and lines[-1][3][:1] in "a." and (java := _before_java_stack(lines)) is not None:
+        return java
     for k in range(len(lines) - 1, max(-1, len(lines) - 200), -1):
         body = lines[k][3]
         if _STACK_HEAD.match(body):
@@ -749,9 +777,13 @@ _NET_CONTEXT = re.compile(
     r"\baddress\b|MASTER_ADDR|init_process_group|\bgRPC\b|\bGCS\b"
 )
 # the world size a runtime checks against its parallel layout, either side of the comparison
-_WORLD = r"\b(?:mpi_?size|world_?size|n_?ranks|num_?ranks|num_?gpus|n_?gpus)\b"
-_EQ = r"(?:==|!=|=|must (?:be )?equal(?: to)?|is expected to be equal to|should be|does not (?:match|equal))"
-_TPXPP = r"\b(?:tp|tp_size|tensor_parallel(?:_size)?)\s*\*\s*(?:pp|pp_size|pipeline_parallel(?:_size)?)\b"
+# (a value may follow each name: "world_size (4)", "TP size 2", "mpi_size=1")
+_NUM = r"(?:\s*[(\[=:]?\s*\d+\s*[)\]]?)?"
+_WORLD = r"\b(?:mpi[ _]?size|world[ _]?size|n_?ranks|num[ _]?ranks|num_?gpus|n_?gpus)\b" + _NUM
+_EQ = (r"(?:==|!=|=|must (?:be )?equal(?: to)?|(?:is )?(?:expected to be )?(?:not )?equal to|should be"
+       r"|does not (?:match|equal))")
+_TPXPP = (r"\b(?:tp|tensor[ _]parallel)(?:[ _]size)?\b" + _NUM + r"\s*\*\s*(?:pp|pipeline[ _]parallel)(?:[ _]size)?\b"
+          + _NUM)
 # sh/dash/bash/zsh's message for a command it cannot find: "sh: 1: X: not found", "bash: X: command
 # not found", "/entrypoint.sh: line 67: exec: X: not found" (the body of the line, whole)
 _SHELL_NOT_FOUND = (r"^(?:\S*/)?(?:(?:ba|da|z|k)?sh|[\w.-]+\.(?:ba)?sh):(?: line \d+:| \d+:)? (?:exec: )?(?:{cmd})"
@@ -803,6 +835,11 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"\bundefined symbol: \S+|\bsymbol lookup error\b|\bGLIBC(?:XX)?_[\d.]+' not found"
                 r"|\bSymbol not found: \S+|\bLibrary not loaded: \S+"),
      "broken_install", "undefined symbol: a binary built against another version"),
+    # CUTLASS's own status for a kernel that cannot run here (its status strings, whoever prints
+    # them): a build whose kernels were compiled for another architecture than this GPU's
+    (re.compile(r"(?i:\bcutlass\b)[^\n]{0,60}\bError (?:Internal|Arch Mismatch|Not Supported)\b"
+                r"|\bkErrorArchMismatch\b"),
+     "broken_install", "CUTLASS: a kernel of this build cannot run on this GPU (Error Internal / Arch Mismatch)"),
     # an operator the installed build does not have
     (re.compile(r"\bCould not run '[\w:.]+' with arguments from the '\w+' backend"
                 r"|\boperator [\w:.]+ does not exist\b|\bUnknown builtin op: \S+|(?i:\bNo such operator) \S+"),
@@ -831,6 +868,14 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"\b(?:Out of memory|Memory cgroup out of memory): Killed process \d+|\binvoked oom-killer\b"
                 r"|\boom-kill:constraint=|\boom_reaper: reaped process \d+"),
      "host_oom_killed", "the kernel's OOM killer killed a process"),
+    # pip's resolver naming an installed package that does not satisfy another's requirement (pip
+    # installs anyway): transformers older or newer than the engine asks for, or any other package
+    (re.compile(r"(?:^|ERROR: )[\w.-]+ [\w.+!-]+ (?:requires|has requirement) transformers\b[^,\n]{0,80}, "
+                r"but you(?:'ll)? have transformers [\w.+!-]+"),
+     "transformers_version_mismatch", "pip: the installed transformers is not the version a package requires"),
+    (re.compile(r"(?:^|ERROR: )[\w.-]+ [\w.+!-]+ (?:requires|has requirement) (?P<pkg>[\w.-]+)[^,\n]{0,80}, "
+                r"but you(?:'ll)? have (?P=pkg) [\w.+!-]+"),
+     "broken_install", "pip: an installed package is not the version another requires"),
     # the RDMA provider library itself (libmlx5, rxe, EFA, ...) reporting a failed work completion:
     # a transfer on the RDMA fabric failed, whichever program drove it
     (re.compile(r"^(?:lib)?(?:mlx[45]|rxe|efa|bnxt_re|irdma|hns)\w*: [^\n]{0,80}\b(?:completion with error|CQE error)"),
@@ -848,6 +893,8 @@ _INFERRED_WHY = frozenset({
     "CUDA sees no GPU (cudaErrorNoDevice)",
     "a call of the RDMA verbs library (ibv_*) failed",
     "the kernel's OOM killer killed a process",
+    "pip: the installed transformers is not the version a package requires",
+    "pip: an installed package is not the version another requires",
 })
 
 
@@ -878,6 +925,9 @@ QUIET_FACT_IDS = frozenset({"broken_install", "cuda_driver_too_old"})
 _SUBSYSTEM = tuple((re.compile(rx), fid, why) for rx, fid, why in (
     (r"\b(?:shm|shmutils)\.(?:cc|h):\d+ NCCL WARN\b|\bNCCL WARN (?:SHM|Shm)\b", "nccl_shm_error",
      "an NCCL WARN from its shared-memory (SHM) transport"),
+    # NVLink SHARP (NVLS): its multicast buffers set up by transport/nvls.cc, whatever the WARN says
+    (r"\btransport/nvls\.cc:\d+ NCCL WARN\b|\bNCCL WARN NVLS\b", "nvls_multicast_failed",
+     "an NCCL WARN from its NVLS (NVLink SHARP multicast) transport"),
     (r"\bNCCL WARN NET/IB\b|\bNCCL WARN (?:NET/)?(?:IB|ibv)\w* ?: ", "nccl_ib_error",
      "an NCCL WARN tagged NET/IB (its RDMA transport)"),
     (r"\b(?:misc/socket|net_socket)\.cc:\d+ NCCL WARN\b|\bNCCL WARN NET/Socket\b", "nccl_network_error",
@@ -976,12 +1026,36 @@ def _table_memory_unreported(window: Sequence[tuple[int, str]]) -> tuple[int, st
     return None
 
 
+# nvidia-smi -q's section of the GPU's own memory and its rows ("    Total    : N/A")
+_Q_SECTION = re.compile(r"^FB Memory Usage$")
+_Q_ROW = re.compile(r"^(?P<k>Total|Used|Free)\s+:\s+(?P<v>.+?)\s*$")
+
+
+def _query_memory_unreported(window: Sequence[tuple[int, str]]) -> tuple[int, str, str] | None:
+    """nvidia-smi -q: the "FB Memory Usage" section whose Total has no value."""
+    left = 0
+    for n, t in window:
+        body = lineprefix.body(lineprefix.clean(t)).strip()
+        if _Q_SECTION.match(body):
+            left = 4
+            continue
+        if left:
+            left -= 1
+            m = _Q_ROW.match(body)
+            if m is not None and m["k"] == "Total":
+                if m["v"] in _NO_VALUE:
+                    return n, f"nvidia-smi -q gives FB Memory Usage's Total as {m['v']}: this GPU reports no memory of its own", \
+                        t.strip()
+                left = 0
+    return None
+
+
 def gpu_memory_unreported(window: Sequence[tuple[int, str]]) -> tuple[int, str, str] | None:
     """(line, why, text) when nvidia-smi gives no value for a GPU's memory, in its CSV (a memory
     field named on the command line or the header, the value in the row under it) or in its table
     (the Memory-Usage column): the fact is split over two lines, which one-line patterns cannot
     read.  A number there (any discrete GPU) is nothing."""
-    table = _table_memory_unreported(window)
+    table = _table_memory_unreported(window) or _query_memory_unreported(window)
     if table is not None:
         return table
     fields: list[str] = []

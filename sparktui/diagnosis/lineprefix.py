@@ -124,7 +124,9 @@ def split(line: str) -> tuple[str, str]:
         rest = line[m.end():]
     # a collector's or wrapper's logger around vLLM's own prefix ("2025-11-29 19:11:29.002 | (EngineCore
     # pid=96) ERROR ..."): the inner prefix is stripped too and names the process (gate: cheap test)
-    if rest.startswith(_INNER):
+    # ... and a Python logger's header inside a Ray actor ("(RayWorker pid=1) 2023-04-28 13:16:52,511\tWARNING
+    # services.py:1780 -- ..."): the header after the actor gives the level
+    if rest.startswith(_INNER) or (actor and not level and rest[:1].isdigit()):
         m2 = _PREFIX.match(rest)
         if m2 is not None and m2.end() > 0:
             a2, l2, w2 = _parts(m2)
