@@ -208,6 +208,11 @@ class MemorySample:
     ts: float = field(default_factory=now)
 
 
+# a node's CPU or IO wait (percent of the last 10 s) worth showing (the TUI, status): below it its
+# tasks hardly wait
+PRESSURE_SHOWN = 5.0
+
+
 @dataclass(frozen=True, slots=True)
 class NodePressure:
     """The node's pressure stall information (/proc/pressure/{cpu,io,memory}, read with its memory):

@@ -17,6 +17,7 @@ from typing import Any
 from ..config import Config, ConfigError, NodeConfig, load_config
 from ..units import gib
 from ..logs.sanitize import safe  # every name, message and label printed came from a node
+from ..model import PRESSURE_SHOWN
 
 # cluster states (probes.cluster.assess) that are a problem to report, like an unreachable node
 BROKEN = ("half", "exited", "stale")
@@ -80,15 +81,20 @@ async def _snapshot(cfg: NodeConfig, timeout: float) -> dict[str, Any]:
 
 async def _memory(node, meminfo_path: str) -> dict:
     from ..nodes.base import NodeError
-    from ..probes.memory import PSI_MEMORY, memory_info
+    from ..probes.memory import PSI_CPU, PSI_IO, PSI_MEMORY, memory_info, some_avg10
+
+    async def optional(path: str) -> str | None:
+        try:
+            return (await node.read_file(path)).decode("utf-8", "replace")
+        except NodeError:  # a kernel without PSI (CONFIG_PSI off, or psi=0 on its command line)
+            return None
 
     meminfo = (await node.read_file(meminfo_path)).decode("utf-8", "replace")
-    try:
-        psi = (await node.read_file(PSI_MEMORY)).decode("utf-8", "replace")
-    except NodeError:
-        psi = None
+    psi, cpu, io = await asyncio.gather(optional(PSI_MEMORY), optional(PSI_CPU), optional(PSI_IO))
     m = memory_info(meminfo, psi)
-    return {**dataclasses.asdict(m), "used": m.used, "used_fraction": round(m.used_fraction, 4)}
+    # the share of the last 10 s that some task of the node waited (percent): for the CPU, for IO, for memory
+    pressure = {"cpu": some_avg10(cpu), "io": some_avg10(io), "memory": m.psi_some_avg10}
+    return {**dataclasses.asdict(m), "used": m.used, "used_fraction": round(m.used_fraction, 4), "pressure": pressure}
 
 
 async def _gpu(node, name: str) -> dict:
@@ -188,6 +194,11 @@ def _text(nodes: list[dict]) -> str:
             psi = f", PSI some {m['psi_some_avg10']:.1f}%" if m.get("psi_some_avg10") is not None else ""
             lines.append(f"  memory   {gib(m['used'])} used of {gib(m['total'])} "
                          f"({m['used_fraction'] * 100:.0f}%), cache {gib(m['cached'])}{psi}")
+            waits = [f"{what} wait {share:.0f}%" for what, share in
+                     (("CPU", (m.get("pressure") or {}).get("cpu")), ("IO", (m.get("pressure") or {}).get("io")))
+                     if share is not None and share >= PRESSURE_SHOWN]
+            if waits:  # the node is slowed: a start-up there takes longer (the stall detector allows for it)
+                lines.append(f"  pressure {', '.join(waits)} (share of the last 10 s)")
         g = n["gpu"] or {}
         if not g.get("available", True):
             lines.append("  gpu      none (no nvidia-smi)")

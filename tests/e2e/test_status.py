@@ -40,6 +40,7 @@ def test_status_json_shows_both_nodes_containers_and_memory(bed, e2e, container_
     for n in nodes.values():
         assert n["reachable"] and n["error"] is None and n["docker_error"] is None
         assert n["memory"]["total"] > 0 and 0 <= n["memory"]["used_fraction"] <= 1
+        assert set(n["memory"]["pressure"]) == {"cpu", "io", "memory"}  # over ssh, as the local node reads it
         assert n["gpu"]["available"] is False  # no nvidia-smi on the bed's nodes by default
     c = next(c for c in nodes["spark2"]["containers"] if c["name"] == container_name)
     assert c["state"] == "running" and c["image"] == "sparktui-base:bookworm"

@@ -12,7 +12,7 @@ from textual.content import Content
 
 from ...logs.redact import redact
 from ...logs.sanitize import safe
-from ...model import MILESTONE_ORDER, ContainerInfo, ContainerState
+from ...model import MILESTONE_ORDER, PRESSURE_SHOWN, ContainerInfo, ContainerState
 from ...units import gib
 from ..format import bar, clock, duration, level
 
@@ -70,7 +70,6 @@ def state_class(state: ContainerState) -> str:
     return "state--other"
 
 
-PRESSURE_SHOWN = 5.0  # percent of the last 10 s; below it the node's tasks hardly wait
 
 
 def memory(node: "NodeState", width: int, gpu_mem_util: float | None = None) -> Content:
