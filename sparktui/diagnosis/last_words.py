@@ -915,8 +915,9 @@ _EXIT_NOTE = re.compile(r"(?i)\bexit(?:ed|ing)?\b|\bstatus \d+|\breturn(?:ed)? c
 _LAST_ONLY_WHY = frozenset({"the shell was asked to run an option as a program (entrypoint and command do not fit)",
                             "the shell did not find the program it was asked to run"})
 # facts that stand even at WARNING level: a native extension that did not load (an undefined symbol)
-# is a broken install whether or not the program went on (as a warning then)
-QUIET_FACT_IDS = frozenset({"broken_install", "cuda_driver_too_old"})
+# is a broken install whether or not the program went on (as a warning then); a dtype the GPU cannot
+# run, as a wrapper's own logger says it before it gives up (not where it says a way on: a fallback)
+QUIET_FACT_IDS = frozenset({"broken_install", "cuda_driver_too_old", "dtype_unsupported_gpu"})
 
 
 # NCCL's own WARN lines by the subsystem that printed them (its source file, or the subsystem tag it
@@ -1218,6 +1219,8 @@ def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tup
     if got is not None:
         return (*got, "warning")
     got = facts(window, QUIET_FACT_IDS & ids, quiet=True)
+    if got is not None and got[1] == "dtype_unsupported_gpu" and _WAY_ON.search(got[3]):
+        got = facts(window, (QUIET_FACT_IDS - {"dtype_unsupported_gpu"}) & ids, quiet=True)
     if got is not None:
         return (*got, "warning")
     got = kv_too_small(window) if "kv_cache_oom" in ids else None

@@ -225,3 +225,17 @@ def test_kv_cache_shortage_in_another_engines_words():
     got = _ids(["INFO 12-07 10:00:00 [kv_cache_utils.py:1087] GPU KV cache size: 143,632 tokens",
                 "INFO 12-07 10:00:00 [kv_cache_utils.py:1091] Maximum concurrency for 4,096 tokens per request: 35.07x"])
     assert "kv_cache_oom" not in got, got
+
+
+# ----------------------------------------------------------------------------- a dtype a wrapper's logger warns of
+
+def test_dtype_the_gpu_lacks_at_warning_before_the_wrapper_gives_up():
+    lines = ["2025-10-01 10:00:00 | WARNING | model_runner | Bfloat16 is only supported on GPUs with compute "
+             "capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5.", "Exiting."]
+    assert _ids(lines).get("dtype_unsupported_gpu") == "warning"
+
+
+def test_dtype_the_gpu_lacks_with_a_fallback_is_nothing():
+    lines = ["2025-10-01 10:00:00 | WARNING | model_runner | bf16 is not supported on this GPU (compute "
+             "capability 7.5), falling back to fp16", "INFO model loaded", "INFO serving on :8000"]
+    assert "dtype_unsupported_gpu" not in _ids(lines)
