@@ -1201,6 +1201,33 @@ def stopped_waiting(window: Sequence[tuple[int, str]], known: Iterable[str]) -> 
     return None
 
 
+# /dev/shm's size as a user's paste shows it: df's row (-h: "64M"; plain: 1K blocks), mount's tmpfs
+# options, docker inspect's HostConfig.ShmSize (bytes; moot where the container shares the host's IPC)
+_SHM_DF = re.compile(r"^\S+\s+(?P<size>\d+(?:\.\d+)?)(?P<unit>[KMG]?)\s+\S+\s+\S+\s+\d+%\s+/dev/shm\s*$")
+_SHM_MOUNT = re.compile(r"\bon /dev/shm type tmpfs \([^)\n]*\bsize=(?P<size>\d+)(?P<unit>[kmg]?)[,)]")
+_SHM_INSPECT = re.compile(r'"ShmSize":\s*(?P<size>\d+)')
+_IPC_HOST = re.compile(r'"IpcMode":\s*"host"|--ipc[= ]host\b')
+_SHM_UNIT = {"": 1024, "K": 1024, "k": 1024, "M": 1 << 20, "m": 1 << 20, "G": 1 << 30, "g": 1 << 30}
+# at most this much /dev/shm is "small": Docker's default is 64 MiB; NCCL and vLLM want GiBs
+SHM_SMALL = 512 << 20
+
+
+def shm_small(window: Sequence[tuple[int, str]]) -> tuple[int, str, str] | None:
+    """(line, why, text) when the paste shows a /dev/shm of at most SHM_SMALL, else None."""
+    host_ipc = any(_IPC_HOST.search(t) for _, t in window)
+    for n, t in window:
+        if "/dev/shm" not in t and "ShmSize" not in t:
+            continue
+        body = lineprefix.body(lineprefix.clean(t)).strip()
+        m = _SHM_DF.match(body) or _SHM_MOUNT.search(body)
+        size = float(m["size"]) * _SHM_UNIT[m["unit"]] if m is not None else None
+        if m is None and not host_ipc and (i := _SHM_INSPECT.search(body)) is not None:
+            size = float(i["size"])
+        if size is not None and 0 < size <= SHM_SMALL:
+            return n, f"/dev/shm is {size / (1 << 20):.0f} MiB here (Docker's default is 64 MiB)", t.strip()
+    return None
+
+
 def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tuple[int, str, str, str, str] | None:
     """For a log that nothing else spoke about (no failure shape, no finding): (line, id, why, text,
     severity) of a fact that names a cause by itself.  The kernel's impossible CMA numbers (an
@@ -1229,6 +1256,9 @@ def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tup
     got = stopped_waiting(window, ids)
     if got is not None:
         return (*got, "warning")
+    got = shm_small(window) if "shm_too_small" in ids else None
+    if got is not None:
+        return got[0], "shm_too_small", got[1], got[2], "warning"
     got = gpu_memory_unreported(window) if "gb10_memory_not_supported" in ids else None
     if got is not None:
         return got[0], "gb10_memory_not_supported", got[1], got[2], "info"

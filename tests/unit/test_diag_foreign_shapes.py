@@ -239,3 +239,33 @@ def test_dtype_the_gpu_lacks_with_a_fallback_is_nothing():
     lines = ["2025-10-01 10:00:00 | WARNING | model_runner | bf16 is not supported on this GPU (compute "
              "capability 7.5), falling back to fp16", "INFO model loaded", "INFO serving on :8000"]
     assert "dtype_unsupported_gpu" not in _ids(lines)
+
+
+# ----------------------------------------------------------------------------- /dev/shm as a paste shows it
+
+DF_HEAD = ["$ df -h", "Filesystem      Size  Used Avail Use% Mounted on", "overlay         1.8T  800G  1.0T  45% /"]
+
+
+def test_small_dev_shm_in_df_mount_or_inspect_is_shm_too_small():
+    for row in ("shm              64M     0   64M   0% /dev/shm",  # df -h
+                "shm                65536       0     65536   0% /dev/shm",  # df: 1K blocks
+                "shm on /dev/shm type tmpfs (rw,nosuid,nodev,noexec,relatime,size=65536k,inode64)",  # mount
+                '            "ShmSize": 67108864,'):  # docker inspect
+        assert _ids([*DF_HEAD, row]).get("shm_too_small") == "warning", row
+
+
+def test_large_dev_shm_or_host_ipc_is_nothing():
+    assert "shm_too_small" not in _ids([*DF_HEAD, "tmpfs            32G  1.2G   31G   4% /dev/shm"])
+    # a container that shares the host's IPC keeps the 64 MiB ShmSize in its config, unused
+    assert "shm_too_small" not in _ids(['            "IpcMode": "host",', '            "ShmSize": 67108864,'])
+
+
+def test_torch_dump_signal_after_a_collective_timeout_is_the_watchdog():
+    line = ("[rank3]:[E606 09:09:08.172519935 ProcessGroupNCCL.cpp:1987] [PG ID 0 PG GUID 0(default_pg) Rank 3] "
+            "Received a dump signal due to a collective timeout from this local rank and we will try our best to "
+            "dump the debug info. Last enqueued NCCL work: 1, last completed NCCL work: -1.")
+    assert _ids([line]).get("nccl_watchdog_timeout") == "error"
+    # the flight recorder's own notes on a healthy dump request say nothing of a timeout
+    assert "nccl_watchdog_timeout" not in _ids(
+        ["[rank0]:[I606 09:09:08.1 ProcessGroupNCCL.cpp:1400] [PG ID 0 PG GUID 0(default_pg) Rank 0] "
+         "ProcessGroupNCCL initialization options: size: 2, global rank: 0, TIMEOUT(ms): 600000"])
