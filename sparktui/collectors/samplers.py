@@ -13,7 +13,7 @@ import time
 
 from ..waiting import get_within
 from ..model import Emit, NodePressure, GpuSample, LinkSample, MemorySample
-from ..nodes.base import NodeError, NodeUnreachable
+from ..nodes.base import NodeError, NodeUnreachable, read_optional
 from ..probes import gpu as gpu_probe
 from ..probes import links as link_probe
 from ..probes.memory import MEMINFO, PSI_CPU, PSI_IO, PSI_MEMORY, memory_info, some_avg10
@@ -40,12 +40,12 @@ async def memory_loop(node, name: str, emit: Emit, interval: float, meminfo_path
             continue
         psi = cpu = io = None
         if psi_ok:
-            psi = await _optional(node, PSI_MEMORY)
+            psi = await read_optional(node, PSI_MEMORY)
             psi_ok = psi is not None  # kernel without PSI: stop asking
         pressure = psi_ok and time.monotonic() - pressure_at >= PSI_PERIOD_S
         if pressure:
             pressure_at = time.monotonic()
-            cpu, io = await _optional(node, PSI_CPU), await _optional(node, PSI_IO)
+            cpu, io = await read_optional(node, PSI_CPU), await read_optional(node, PSI_IO)
         try:
             emit(MemorySample(node=name, memory=memory_info(meminfo, psi)))
         except ValueError as exc:
@@ -53,16 +53,6 @@ async def memory_loop(node, name: str, emit: Emit, interval: float, meminfo_path
         if pressure:
             emit(NodePressure(node=name, cpu=some_avg10(cpu), io=some_avg10(io), memory=some_avg10(psi)))
         await asyncio.sleep(interval)
-
-
-async def _optional(node, path: str) -> str | None:
-    """A /proc file the kernel may lack: its text, or None (NodeUnreachable still escapes)."""
-    try:
-        return (await node.read_file(path)).decode("utf-8", "replace")
-    except NodeUnreachable:
-        raise
-    except NodeError:
-        return None
 
 
 class GpuLoop:

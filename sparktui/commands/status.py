@@ -80,17 +80,12 @@ async def _snapshot(cfg: NodeConfig, timeout: float) -> dict[str, Any]:
 
 
 async def _memory(node, meminfo_path: str) -> dict:
-    from ..nodes.base import NodeError
+    from ..nodes.base import read_optional
     from ..probes.memory import PSI_CPU, PSI_IO, PSI_MEMORY, memory_info, some_avg10
 
-    async def optional(path: str) -> str | None:
-        try:
-            return (await node.read_file(path)).decode("utf-8", "replace")
-        except NodeError:  # a kernel without PSI (CONFIG_PSI off, or psi=0 on its command line)
-            return None
-
     meminfo = (await node.read_file(meminfo_path)).decode("utf-8", "replace")
-    psi, cpu, io = await asyncio.gather(optional(PSI_MEMORY), optional(PSI_CPU), optional(PSI_IO))
+    # (None where the kernel has no PSI: CONFIG_PSI off, or psi=0 on its command line)
+    psi, cpu, io = await asyncio.gather(*(read_optional(node, p) for p in (PSI_MEMORY, PSI_CPU, PSI_IO)))
     m = memory_info(meminfo, psi)
     # the share of the last 10 s that some task of the node waited (percent): for the CPU, for IO, for memory
     pressure = {"cpu": some_avg10(cpu), "io": some_avg10(io), "memory": m.psi_some_avg10}
@@ -194,9 +189,9 @@ def _text(nodes: list[dict]) -> str:
             psi = f", PSI some {m['psi_some_avg10']:.1f}%" if m.get("psi_some_avg10") is not None else ""
             lines.append(f"  memory   {gib(m['used'])} used of {gib(m['total'])} "
                          f"({m['used_fraction'] * 100:.0f}%), cache {gib(m['cached'])}{psi}")
-            waits = [f"{what} wait {share:.0f}%" for what, share in
-                     (("CPU", (m.get("pressure") or {}).get("cpu")), ("IO", (m.get("pressure") or {}).get("io")))
-                     if share is not None and share >= PRESSURE_SHOWN]
+            p = m.get("pressure") or {}
+            waits = [f"{what} wait {p[key]:.0f}%" for what, key in (("CPU", "cpu"), ("IO", "io"))
+                     if p.get(key) is not None and p[key] >= PRESSURE_SHOWN]
             if waits:  # the node is slowed: a start-up there takes longer (the stall detector allows for it)
                 lines.append(f"  pressure {', '.join(waits)} (share of the last 10 s)")
         g = n["gpu"] or {}

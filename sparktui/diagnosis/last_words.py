@@ -918,6 +918,8 @@ _LAST_ONLY_WHY = frozenset({"the shell was asked to run an option as a program (
 # is a broken install whether or not the program went on (as a warning then); a dtype the GPU cannot
 # run, as a wrapper's own logger says it before it gives up (not where it says a way on: a fallback)
 QUIET_FACT_IDS = frozenset({"broken_install", "cuda_driver_too_old", "dtype_unsupported_gpu"})
+# facts a line withdraws when it says a way on: a dtype the GPU lacks, with a fallback to another
+GIVES_WAY_IDS = frozenset({"dtype_unsupported_gpu"})
 
 
 # NCCL's own WARN lines by the subsystem that printed them (its source file, or the subsystem tag it
@@ -955,7 +957,7 @@ def facts(window: Sequence[tuple[int, str]], known: Iterable[str],
             continue
         for rx, fid, why in _FACTS:
             if fid in ids and rx.search(body) and (why in _TERMINAL_WHY if terminal else why not in _LAST_ONLY_WHY) \
-                    and (inferred or why not in _INFERRED_WHY) \
+                    and (inferred or why not in _INFERRED_WHY) and not (fid in GIVES_WAY_IDS and _WAY_ON.search(body)) \
                     and (why not in _LAST_ONLY_WHY or all(_EXIT_NOTE.search(r[3]) for r in rows[k + 1:])):
                 return n, fid, why, t.strip()
         if terminal:
@@ -1207,6 +1209,7 @@ _SHM_DF = re.compile(r"^\S+\s+(?P<size>\d+(?:\.\d+)?)(?P<unit>[KMG]?)\s+\S+\s+\S
 _SHM_MOUNT = re.compile(r"\bon /dev/shm type tmpfs \([^)\n]*\bsize=(?P<size>\d+)(?P<unit>[kmg]?)[,)]")
 _SHM_INSPECT = re.compile(r'"ShmSize":\s*(?P<size>\d+)')
 _IPC_HOST = re.compile(r'"IpcMode":\s*"host"|--ipc[= ]host\b')
+# (df's plain number is 1K blocks; mount's size= without a suffix is bytes)
 _SHM_UNIT = {"": 1024, "K": 1024, "k": 1024, "M": 1 << 20, "m": 1 << 20, "G": 1 << 30, "g": 1 << 30}
 # at most this much /dev/shm is "small": Docker's default is 64 MiB; NCCL and vLLM want GiBs
 SHM_SMALL = 512 << 20
@@ -1219,8 +1222,10 @@ def shm_small(window: Sequence[tuple[int, str]]) -> tuple[int, str, str] | None:
         if "/dev/shm" not in t and "ShmSize" not in t:
             continue
         body = lineprefix.body(lineprefix.clean(t)).strip()
-        m = _SHM_DF.match(body) or _SHM_MOUNT.search(body)
+        m = _SHM_DF.match(body)
         size = float(m["size"]) * _SHM_UNIT[m["unit"]] if m is not None else None
+        if m is None and (m := _SHM_MOUNT.search(body)) is not None:
+            size = float(m["size"]) * (_SHM_UNIT[m["unit"]] if m["unit"] else 1)
         if m is None and not host_ipc and (i := _SHM_INSPECT.search(body)) is not None:
             size = float(i["size"])
         if size is not None and 0 < size <= SHM_SMALL:
@@ -1246,8 +1251,6 @@ def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tup
     if got is not None:
         return (*got, "warning")
     got = facts(window, QUIET_FACT_IDS & ids, quiet=True)
-    if got is not None and got[1] == "dtype_unsupported_gpu" and _WAY_ON.search(got[3]):
-        got = facts(window, (QUIET_FACT_IDS - {"dtype_unsupported_gpu"}) & ids, quiet=True)
     if got is not None:
         return (*got, "warning")
     got = kv_too_small(window) if "kv_cache_oom" in ids else None

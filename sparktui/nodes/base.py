@@ -27,6 +27,17 @@ class NodeUnreachable(NodeError):
     pass
 
 
+async def read_optional(node, path: str) -> str | None:
+    """A file the node's kernel may lack (/proc/pressure/* without PSI): its text, or None.  An
+    unreachable node still raises: that is no missing file."""
+    try:
+        return (await node.read_file(path)).decode("utf-8", "replace")
+    except NodeUnreachable:
+        raise
+    except NodeError:
+        return None
+
+
 class HostKeyError(NodeError):
     """The node's host key is unknown or changed.  ``fingerprint`` is what the server offered."""
 

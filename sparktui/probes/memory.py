@@ -61,7 +61,6 @@ def memory_info(meminfo_text: str, psi_text: str | None = None) -> MemoryInfo:
     )
 
 
-
 def some_avg10(psi_text: str | None) -> float | None:
     """One /proc/pressure file -> its ``some avg10`` (percent), None when there is none."""
     return parse_psi(psi_text).get("some_avg10") if psi_text else None

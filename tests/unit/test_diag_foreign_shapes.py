@@ -250,6 +250,7 @@ def test_small_dev_shm_in_df_mount_or_inspect_is_shm_too_small():
     for row in ("shm              64M     0   64M   0% /dev/shm",  # df -h
                 "shm                65536       0     65536   0% /dev/shm",  # df: 1K blocks
                 "shm on /dev/shm type tmpfs (rw,nosuid,nodev,noexec,relatime,size=65536k,inode64)",  # mount
+                "shm on /dev/shm type tmpfs (rw,nosuid,nodev,noexec,relatime,size=67108864)",  # mount, in bytes
                 '            "ShmSize": 67108864,'):  # docker inspect
         assert _ids([*DF_HEAD, row]).get("shm_too_small") == "warning", row
 

@@ -466,6 +466,16 @@ def test_a_parenthesised_tag_before_an_error_level_is_an_error_line(no_patterns)
     "Unable to load the model from /models/x: no config.json",
     "Could not connect to 10.0.0.2:29500",
     "Timed out waiting for the server to become healthy after 600 seconds",
+    # a named part failing, a status word, a script's failure mark
+    "EngineCore failed to start.",  # vLLM's engine process, before its RuntimeError
+    "The API server could not bind to 0.0.0.0:8000",
+    "An unexpected error occurred while loading the model",
+    "Status: FAILED",
+    "\u274c Model load failed: out of memory",  # a script's cross mark
+    "\u2717 vllm serve exited",
+    "[FAIL] health check did not pass",
+    "*** ERROR *** engine died",
+    "==> ERROR: build failed",
 ])
 def test_a_plain_failure_statement_as_the_logs_last_line_is_an_error_line(line, no_patterns):
     lines = _serve_tail()[:6] + [line]
@@ -491,23 +501,6 @@ def test_the_statement_before_more_output_or_below_error_level_is_nothing():
     # the program went on after it: only the log's very last line is read this way
     assert lw.failure(_w(tail + ["Failed to initialize NVML: Unknown Error", "GPU 0: NVIDIA GB10"])) is None
     assert lw.failure(_w(tail + ["WARNING 12-01 10:00:02 [x.py:1] Failed to load plugin foo: not found"])) is None
-
-
-@pytest.mark.parametrize("line", [
-    "EngineCore failed to start.",  # vLLM's engine process, before its RuntimeError
-    "The API server could not bind to 0.0.0.0:8000",
-    "An unexpected error occurred while loading the model",
-    "Status: FAILED",
-    "\u274c Model load failed: out of memory",  # a script's cross mark
-    "\u2717 vllm serve exited",
-    "[FAIL] health check did not pass",
-    "*** ERROR *** engine died",
-    "==> ERROR: build failed",
-])
-def test_a_named_part_failing_a_status_word_or_a_failure_mark_last_is_an_error_line(line, no_patterns):
-    lines = _serve_tail()[:6] + [line]
-    got = lw.failure(_w(lines))
-    assert got is not None and got.weak and got.line == len(lines), got
 
 
 @pytest.mark.parametrize("line", [

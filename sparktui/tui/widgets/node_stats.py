@@ -70,8 +70,6 @@ def state_class(state: ContainerState) -> str:
     return "state--other"
 
 
-
-
 def memory(node: "NodeState", width: int, gpu_mem_util: float | None = None) -> Content:
     m = node.memory
     if m is None:
