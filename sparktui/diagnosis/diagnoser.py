@@ -32,7 +32,8 @@ from .classifier import SourceScanner
 from .end_phase import default_end_phases
 from .exc_shapes import default_shapes
 from .last_words import (ENGINES, INIT_FACT_IDS, NOT_PYTHON, component, earlier_failure, facts, failure,
-                         inferred_fact, shutdown_before, silent_facts)
+                         inferred_fact, shutdown_before, silent_facts, stopped_on_request,
+                         traceback_after)
 from .milestones import Rules
 from .nccl_ranks import Behind, absent_ranks, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host, versions_differ
 from .ranking import GENERIC_IDS, rank_findings
@@ -366,6 +367,23 @@ class Diagnoser:
             out += self._silent_facts(skip=spoke)
         if not any(id(f) not in weak for f in out) and not any(f.severity != "info" for f in every):
             out += self._earlier_failures(skip=spoke)
+        if not out and not any(f.severity != "info" or f.id == "shutdown_requested" for f in every):
+            out += self._stopped_on_request()
+        return out
+
+    def _stopped_on_request(self) -> list[Finding]:
+        """Nothing failed, and a source's last words are a stop someone asked for: said as the info
+        fact it is (why the log ends there), in whatever words the request came."""
+        if "shutdown_requested" not in self.catalogue.entries:
+            return []
+        out: list[Finding] = []
+        for sc in self.scanners.values():
+            got = stopped_on_request(list(sc.window))
+            if got is None:
+                continue
+            f = sc.raise_derived("shutdown_requested", got[0], [f"the log's last words are a stop request: {got[1]}"])
+            if f:
+                out.append(f)
         return out
 
     def _earlier_failures(self, skip: set[int] | frozenset[int] = frozenset()) -> list[Finding]:
@@ -385,7 +403,9 @@ class Diagnoser:
             if lw is None:
                 continue
             after = sum(1 for n, t in window if n > lw.line and t.strip())
-            fid = default_shapes().classify(lw.exc_class, lw.message) if lw.exc_class else None
+            # an exception by its shape; an error line by the table's message-only shapes
+            fid = default_shapes().classify(lw.exc_class, lw.message) if lw.exc_class else \
+                default_shapes().classify("", lw.message) if lw.kind == "error line" else None
             if fid is not None and fid in ents:
                 f = sc.raise_derived(fid, lw.line, [f"an earlier failure ({lw.kind}), {after} line(s) before the log "
                                                     f"ends: {lw.text}"], severity="warning")
@@ -507,11 +527,25 @@ class Diagnoser:
                 if f:
                     out.append(f)
                 continue
+            if phase == NCCL_SETUP_PHASE and not lw.exc_class and "nccl_comm_init_failed" in ents:
+                # another layer's failure that names nothing (a traceback cut at its head, a death, a
+                # bare error line) while the communicator was being set up: where it stopped is the
+                # lead, a suspicion rather than a fact
+                f = sc.raise_derived("nccl_comm_init_failed", lw.line,
+                                     [f"last words ({lw.kind}), during {phase}: {lw.text}",
+                                      f"component: {comp or 'unknown'}; nothing in the failure names another cause"],
+                                     title=f"Failed during NCCL communicator setup: {what[:120]}", severity="warning")
+                if f:
+                    out.append(f)
+                continue
             # a Python exception's own line ("pkg.Class: message", what Python prints last for an
             # uncaught exception; its frames cut from the paste) is an unhandled exception, as its
             # traceback would be; the other failure shapes (an error line, a death, an exit, a C++
-            # what(), an engine's [E] line, a panic) are reported as an unrecognised failure
-            python = lw.kind == "exception" and lw.exc_class not in NOT_PYTHON and "unhandled_exception" in ents
+            # what(), an engine's [E] line, a panic) are reported as an unrecognised failure; so is a
+            # Python traceback cut before its exception line (its class unknown, but Python's all the same)
+            python = (lw.kind == "traceback" or lw.kind == "exception" and lw.exc_class not in NOT_PYTHON
+                      or lw.kind == "error line" and traceback_after(window, lw.line)) \
+                and "unhandled_exception" in ents
             fid = "unhandled_exception" if python else "unrecognised_failure"
             title = f"{'Unhandled exception' if python else 'Unrecognised failure'}{' in ' + comp if comp else ''}: {what}"
             if len(title) > 160:

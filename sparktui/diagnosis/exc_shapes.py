@@ -23,7 +23,11 @@ SHAPES_PATH = Path(__file__).with_name("exc_shapes.toml")
 _EXC_LINE = re.compile(
     r"^\s*(?P<cls>(?:[A-Za-z_]\w*\.){0,8}"
     # (a binding's per-status subclasses: pynvml's "NVMLError_NotSupported")
-    r"(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Timeout|Died|Dead)(?:_[A-Z][A-Za-z]+)?|KeyboardInterrupt|StopIteration))"
+    r"(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Timeout|Died|Dead)(?:_[A-Z][A-Za-z]+)?|(?:Base)?Exception|KeyboardInterrupt|StopIteration"
+    # any class a package's own errors module defines ("zmq.error.Again", "requests.exceptions.ConnectTimeout")
+    # (not a warning category those modules define too: "urllib3.exceptions.InsecureRequestWarning")
+    r"|(?<=error\.)(?![A-Z]\w*Warning\b)[A-Z]\w*|(?<=errors\.)(?![A-Z]\w*Warning\b)[A-Z]\w*"
+    r"|(?<=exceptions\.)(?![A-Z]\w*Warning\b)[A-Z]\w*))"
     r"(?:\((?P<inner>[A-Za-z_][\w.]{0,80})\))?"  # Ray's RayTaskError(OutOfMemoryError): the cause's class
     r"(?::\s?(?P<msg>.*)|\s*)$"
 )

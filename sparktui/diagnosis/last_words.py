@@ -84,7 +84,8 @@ _STATUS = re.compile(
 _STATUS_GATE = ("nccl", "CUDA_ERROR_", "cudaError", "_STATUS_", "hipError", "MPI_ERR_", "NV_ERR_", "NVML_ERROR_",
                 ") failed", ") returned", "failed", "failure", "error ")
 # a line NCCL printed at its own INFO level (a retried call, a probe): never a failure by itself
-_NCCL_QUIET = re.compile(r"\bNCCL (?:INFO|TRACE)\b")
+# (NCCL before 2.3 printed no "NCCL" word: "host:pid:tid [0] INFO ...")
+_NCCL_QUIET = re.compile(r"\bNCCL (?:INFO|TRACE)\b|^[\w.-]+:\d+:\d+ \[\d+\] (?:INFO|TRACE) ")
 # a level word leading the message ("ERROR: ...", "[ERROR] ...", "FATAL ...", "Error: ...")
 _LEVEL_WORD = re.compile(
     r"^\[?(?P<lvl>ERROR|FATAL|CRITICAL|Error|Fatal|fatal error)\]?[:\s]"
@@ -142,7 +143,7 @@ _DEATH_WORDS = (
     r"|\bterminate called after throwing\b|\b(?i:SIG(?:KILL|SEGV|ABRT|BUS|ILL|FPE|QUIT))\b"
     # glibc's heap checks abort the process
     r"|\b(?:free|malloc|realloc|munmap_chunk)\(\): \w|\bdouble free or corruption\b"
-    r"|\b(?:killed|terminated) by signal\b|\bsignal (?:6|7|9|11)\b"
+    r"|\b(?:killed|terminated) by signal\b|\bsignal (?:6|7|9|11)\b|\bsignal: (?:killed|aborted|segmentation fault)\b"
     r"|\bdied (?:unexpectedly|with|abnormally)|\bis (?:already )?dead\b|\bhas died\b|\bwas killed\b"
     r"|\b(?:been |was )?marked (?:as )?dead\b"
     # systemd's report of a unit's main process killed by a fatal signal
@@ -525,6 +526,11 @@ def failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
     return found
 
 
+# a line its program starts with its own level word ("Error: 12 unresolved ...", "FATAL: ..."): the
+# program's own report, not a library's inline complaint
+_OWN_ERROR_LEVEL = re.compile(r"^\[?(?:ERROR|FATAL|CRITICAL|Error|Fatal)\]?:\s")
+
+
 def earlier_failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
     """A failure shape anywhere in the window, not only among the last words (the log went on after
     it with lines that show no failure), the one nearest the end; None when there is none or a
@@ -540,7 +546,7 @@ def earlier_failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
         if n in noise:
             continue
         got = read_line(level, body)
-        if got is not None and (got[0] != "error line" or level in _BAD_LEVELS):
+        if got is not None and (got[0] != "error line" or level in _BAD_LEVELS or _OWN_ERROR_LEVEL.match(body)):
             found = LastWords(n, t.strip(), *got)
     if found is None or shutdown_before(window, found.line) is not None:
         return None
@@ -574,6 +580,9 @@ _FRAME = re.compile(r"^(?:\S+|@\s+0x[0-9a-f]+\b.*|#\d+\s+0x[0-9a-f]+\b.*|\S*\(\S
 # torch's C++ frames ("frame #3: c10d::ProcessGroupNCCL::... + 0x35d (0x7f.. in /x/libtorch_cuda.so)"):
 # a dump of them ends a log with or without its head
 _TORCH_FRAME = re.compile(r"^frame #\d+: ")
+# glibc's backtrace_symbols as TensorRT-LLM and others print it, numbered, without a head
+# ("1       0x7fafe75ac233 /opt/x/libtriton_tensorrtllm.so(+0x123233) [0x7fafe75ac233]")
+_NUMBERED_FRAME = re.compile(r"^\d{1,3}\s+0x[0-9a-f]{6,16}\s+\S")
 
 
 # a JVM stack trace's frame ("at org.x.Y.run(Y.java:42)", "... 5 more"): the exception line is above its
@@ -611,6 +620,11 @@ def _before_native_stack(lines: list[tuple[int, str, str, str]]) -> list[tuple[i
             return lines[:k]
         if not _FRAME.match(body):
             break
+    k = len(lines)
+    while k > 0 and k > len(lines) - 200 and _NUMBERED_FRAME.match(lines[k - 1][3]):
+        k -= 1
+    if len(lines) - k >= 3:  # a run of frames, not one line that happens to start with a number
+        return lines[:k]
     k = len(lines)
     while k > 0 and k > len(lines) - 200 and _TORCH_FRAME.match(lines[k - 1][3]):
         k -= 1
@@ -711,6 +725,32 @@ def is_shutdown_request(text: str) -> bool:
     return exc is None or exc[0].endswith("KeyboardInterrupt")
 
 
+# the shell's notice of a child that SIGTERM ended ("Terminated", "./run.sh: line 3:  42 Terminated  cmd")
+_TERMINATED = re.compile(r"^(?:\S+: line \d+: +\d+ )?Terminated\b")
+
+
+def traceback_after(window: Sequence[tuple[int, str]], line: int) -> bool:
+    """Whether a Python traceback's frames follow ``line`` in the window (an error line that opens a
+    traceback cut before its exception); not the traceback of a Ctrl+C or a stop asked for after it."""
+    after = [t for n, t in window if n > line]
+    return any(_TRACEBACK.search(t) for t in after) and not any(
+        is_shutdown_request(t) or _INTERRUPTED.match(lineprefix.clean(t).strip()) for t in after)
+
+
+def stopped_on_request(window: Sequence[tuple[int, str]]) -> tuple[int, str] | None:
+    """(line, text) when a log's last words are a stop someone asked for (SIGTERM/SIGINT, Ctrl+C, its
+    own "shutting down" notice, the shell's "Terminated") and nothing after it failed; else None."""
+    rows = _nonblank(window)[-LAST:]
+    for k in range(len(rows) - 1, -1, -1):
+        n, t, level, body = rows[k]
+        if is_shutdown_request(t) or (level not in _BAD_LEVELS and _TERMINATED.match(body)):
+            after = rows[k + 1:]
+            if any(read_line(lv, b) is not None for _, _, lv, b in after):
+                return None
+            return n, t.strip()
+    return None
+
+
 def shutdown_before(window: Sequence[tuple[int, str]], line: int) -> tuple[int, str] | None:
     """(line, text) of a shutdown request printed before ``line`` in the window."""
     for n, t in window:
@@ -786,8 +826,9 @@ _TPXPP = (r"\b(?:tp|tensor[ _]parallel)(?:[ _]size)?\b" + _NUM + r"\s*\*\s*(?:pp
           + _NUM)
 # sh/dash/bash/zsh's message for a command it cannot find: "sh: 1: X: not found", "bash: X: command
 # not found", "/entrypoint.sh: line 67: exec: X: not found" (the body of the line, whole)
-_SHELL_NOT_FOUND = (r"^(?:\S*/)?(?:(?:ba|da|z|k)?sh|[\w.-]+\.(?:ba)?sh):(?: line \d+:| \d+:)? (?:exec: )?(?:{cmd})"
-                    r": (?:command )?not found\s*$")
+# (and env's, for the program a script's #! line names: "/usr/bin/env: 'python': No such file or directory")
+_SHELL_NOT_FOUND = (r"^(?:(?:\S*/)?(?:(?:ba|da|z|k)?sh|[\w.-]+\.(?:ba)?sh):(?: line \d+:| \d+:)? (?:exec: )?(?:{cmd})"
+                    r": (?:command )?not found|(?:\S*/)?env: '?(?:{cmd})'?: No such file or directory)\s*$")
 _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # NCCL's error level printed from its RDMA transport's own source files (the verbs wrapper, the
     # IB net plugin): while a communicator never finished init, the RDMA setup is what failed
@@ -868,6 +909,21 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"\b(?:Out of memory|Memory cgroup out of memory): Killed process \d+|\binvoked oom-killer\b"
                 r"|\boom-kill:constraint=|\boom_reaper: reaped process \d+"),
      "host_oom_killed", "the kernel's OOM killer killed a process"),
+    # a process killed by SIGKILL however the parent words it (a signal's name or number, 128 + 9 =
+    # 137, Python's -9, Go's "signal: killed"): what the kernel's OOM killer sends; a stop someone asked
+    # for escalates to it too, but then a shutdown request comes first and the last words are no failure
+    (re.compile(r"(?i)^(?!\s*\(?\d{1,2}[.)]\s)(?!.*\b(?:potential|possible|possibly|may|might|could|likely|e\.g\.|include|includes|including|causes|if|will|would|when|unless|threshold)\b).*?"
+                r"(?:\b(?:killed|terminated) by (?:signal:? ?)?(?:9|SIGKILL)\b|\bsignal:? killed\b|<Signals\.SIGKILL: 9>"
+                r"|\bsignal 9 \(SIGKILL\)|\binterrupted by signal 9\b|\bexit(?:ed)?(?: with)? (?:code|status)[:= ]*(?:137|-9)\b"
+                r"|\bexit_?code[:= ]*(?:137|-9)\b|\breturn_?code[:= ]*-9\b|\bnon-zero exit status -9\b"
+                r"|\bdied with\b[^\n]{0,40}\bSIGKILL\b)"),
+     "host_oom_killed", "a process was killed by SIGKILL (what the kernel's OOM killer sends)"),
+    # a manager killing or evicting a process for its memory (YARN, Kubernetes' eviction, a runtime's limit);
+    # not a list of what might have happened (Ray's "potential root causes: (1) killed by SIGKILL by OOM ...")
+    (re.compile(r"(?i)^(?!\s*\(?\d{1,2}[.)]\s)(?!.*\b(?:potential|possible|possibly|may|might|could|likely|e\.g\.|include|includes|including|causes|if|check|will|would|when|unless|threshold)\b)"
+                r".*?(?:\bkilled\b[^\n]{0,60}\b(?:memory (?:usage|use|limit|pressure)|out of memory|OOM)\b"
+                r"|\bnode was low on (?:resource: )?memory\b|\bevicted\b[^\n]{0,60}\bmemory\b)"),
+     "host_oom_killed", "a process was killed or evicted for its memory use"),
     # pip's resolver naming an installed package that does not satisfy another's requirement (pip
     # installs anyway): transformers older or newer than the engine asks for, or any other package
     (re.compile(r"(?:^|ERROR: )[\w.-]+ [\w.+!-]+ (?:requires|has requirement) transformers\b[^,\n]{0,80}, "
@@ -876,6 +932,10 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"(?:^|ERROR: )[\w.-]+ [\w.+!-]+ (?:requires|has requirement) (?P<pkg>[\w.-]+)[^,\n]{0,80}, "
                 r"but you(?:'ll)? have (?P=pkg) [\w.+!-]+"),
      "broken_install", "pip: an installed package is not the version another requires"),
+    # a native stack (glibc's backtrace, TensorRT-LLM's "N  0xADDR symbol + off") running through an
+    # engine's or a plugin's deserialisation: the engine file does not fit the runtime reading it
+    (re.compile(r"^\s*\d{1,3}\s+0x[0-9a-f]{6,}\s+\S*\bdeserializ\w*(?:Plugin|Engine|CudaEngine)\b"),
+     "trt_engine_version_mismatch", "the failure's native stack runs through TensorRT's engine deserialisation"),
     # the RDMA provider library itself (libmlx5, rxe, EFA, ...) reporting a failed work completion:
     # a transfer on the RDMA fabric failed, whichever program drove it
     (re.compile(r"^(?:lib)?(?:mlx[45]|rxe|efa|bnxt_re|irdma|hns)\w*: [^\n]{0,80}\b(?:completion with error|CQE error)"),
@@ -893,6 +953,8 @@ _INFERRED_WHY = frozenset({
     "CUDA sees no GPU (cudaErrorNoDevice)",
     "a call of the RDMA verbs library (ibv_*) failed",
     "the kernel's OOM killer killed a process",
+    "a process was killed by SIGKILL (what the kernel's OOM killer sends)",
+    "a process was killed or evicted for its memory use",
     "pip: the installed transformers is not the version a package requires",
     "pip: an installed package is not the version another requires",
 })
@@ -908,6 +970,8 @@ def inferred_fact(why: str) -> bool:
 # own verbs WARNs: a probe for a library that is absent is one, and NCCL goes on without it)
 _TERMINAL_WHY = frozenset({"the GPU driver could not allocate memory", "the RDMA provider reported a failed work completion",
                            "the kernel's OOM killer killed a process",
+                           "a process was killed by SIGKILL (what the kernel's OOM killer sends)",
+                           "a process was killed or evicted for its memory use",
                            "the shell was asked to run an option as a program (entrypoint and command do not fit)",
                            "the shell did not find the program it was asked to run"})
 # facts that count only as a log's last line (after them at most notes of the exit), never from the rest
@@ -1233,6 +1297,36 @@ def shm_small(window: Sequence[tuple[int, str]]) -> tuple[int, str, str] | None:
     return None
 
 
+# a memory amount a program says it has (available, free, MemAvailable) and one it plans to reach
+# (a projected or estimated peak, what it requires): "MemAvailable=59.0 GB", "projected peak 98.5 GB"
+_MEM_HAVE = re.compile(r"(?i)\b(?:MemAvailable|available(?: memory| RAM)?|free(?: memory| RAM)?)\s*[=:]?\s*"
+                       r"(?P<v>\d+(?:\.\d+)?)\s?(?P<u>[GT]i?B)\b")
+_MEM_PLAN = re.compile(r"(?i)\b(?:projected|estimated|expected|predicted) (?:peak|usage|total|memory)(?: usage)?\s*[=:]?\s*"
+                       r"(?P<v>\d+(?:\.\d+)?)\s?(?P<u>[GT]i?B)\b")
+_UNIFIED = re.compile(r"(?i)\bunified[ /-]memory\b|\bintegrated(?:/unified)? memory\b|\bGB10\b|\bGrace Blackwell\b")
+
+
+def _gib(v: str, u: str) -> float:
+    return float(v) * (1024 if u[0] in "Tt" else 1)
+
+
+def memory_overplanned(window: Sequence[tuple[int, str]]) -> tuple[int, str, str] | None:
+    """(line, why, text) when a program on unified memory plans a peak above the memory it says is
+    available (both figures in its own log, compared across lines), else None."""
+    if not any(_UNIFIED.search(t) for _, t in window):
+        return None
+    have: tuple[int, float] | None = None
+    for n, t in window:
+        m = _MEM_HAVE.search(t)
+        if m is not None:
+            have = (n, _gib(m["v"], m["u"]))
+        p = _MEM_PLAN.search(t)
+        if p is not None and have is not None and _gib(p["v"], p["u"]) > have[1] * 1.05:
+            return n, (f"it plans a peak of {p['v']} {p['u']} with {have[1]:g} GB available "
+                       f"(line {have[0]}) on unified memory"), t.strip()
+    return None
+
+
 def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tuple[int, str, str, str, str] | None:
     """For a log that nothing else spoke about (no failure shape, no finding): (line, id, why, text,
     severity) of a fact that names a cause by itself.  The kernel's impossible CMA numbers (an
@@ -1262,6 +1356,9 @@ def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tup
     got = shm_small(window) if "shm_too_small" in ids else None
     if got is not None:
         return got[0], "shm_too_small", got[1], got[2], "warning"
+    got = memory_overplanned(window) if "unified_memory_pressure" in ids else None
+    if got is not None:
+        return got[0], "unified_memory_pressure", got[1], got[2], "warning"
     got = gpu_memory_unreported(window) if "gb10_memory_not_supported" in ids else None
     if got is not None:
         return got[0], "gb10_memory_not_supported", got[1], got[2], "info"
