@@ -936,6 +936,19 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # engine's or a plugin's deserialisation: the engine file does not fit the runtime reading it
     (re.compile(r"^\s*\d{1,3}\s+0x[0-9a-f]{6,}\s+\S*\bdeserializ\w*(?:Plugin|Engine|CudaEngine)\b"),
      "trt_engine_version_mismatch", "the failure's native stack runs through TensorRT's engine deserialisation"),
+    # a package's requirement on another that the installed one does not meet, in a resolver's or a
+    # runtime check's words ("vllm 0.6.0 requires torch==2.4.0, but torch 2.5.1 is installed")
+    (re.compile(r"(?i)\btransformers\b[^\n]{0,20}[<>=!~]=?[^\n]{0,40}\bbut\b[^\n]{0,20}\btransformers\b[^\n]{0,30}"
+                r"\b(?:is installed|was found|installed|found)\b"),
+     "transformers_version_mismatch", "the installed transformers is not the version a package requires"),
+    (re.compile(r"(?i)\b[\w.-]+ [\w.+!-]+ requires (?P<pkg>[\w.-]+)\s*[<>=!~]=?[^,\n]{0,40}, but (?:you have )?(?P=pkg)\b"
+                r"[^\n]{0,30}\b(?:is installed|was found|installed|found)\b"),
+     "broken_install", "an installed package is not the version another requires"),
+    # a TensorRT(-LLM) engine said to come from another version than the runtime's, in any words, even
+    # as the runtime's own warning (it goes on, and fails later or wrongly)
+    (re.compile(r"(?i)^(?=.*\b(?:tensorrt|trt)(?:[_-]?llm)?\b)(?=.*\bengine\b)(?=.*\b(?:built|serialized|created) (?:with|by|using)\b)"
+                r"(?=.*\b(?:different|another|older|newer|mismatch\w*|incompatible|does(?: not|n.t) match)\b)"),
+     "trt_engine_version_mismatch", "a TensorRT engine built by another version than the runtime"),
     # the RDMA provider library itself (libmlx5, rxe, EFA, ...) reporting a failed work completion:
     # a transfer on the RDMA fabric failed, whichever program drove it
     (re.compile(r"^(?:lib)?(?:mlx[45]|rxe|efa|bnxt_re|irdma|hns)\w*: [^\n]{0,80}\b(?:completion with error|CQE error)"),
@@ -981,7 +994,8 @@ _LAST_ONLY_WHY = frozenset({"the shell was asked to run an option as a program (
 # facts that stand even at WARNING level: a native extension that did not load (an undefined symbol)
 # is a broken install whether or not the program went on (as a warning then); a dtype the GPU cannot
 # run, as a wrapper's own logger says it before it gives up (not where it says a way on: a fallback)
-QUIET_FACT_IDS = frozenset({"broken_install", "cuda_driver_too_old", "dtype_unsupported_gpu"})
+QUIET_FACT_IDS = frozenset({"broken_install", "cuda_driver_too_old", "dtype_unsupported_gpu",
+                            "transformers_version_mismatch", "trt_engine_version_mismatch"})
 # facts a line withdraws when it says a way on: a dtype the GPU lacks, with a fallback to another
 GIVES_WAY_IDS = frozenset({"dtype_unsupported_gpu"})
 

@@ -232,6 +232,10 @@ class RealVllmBed:
         # torch rendezvous of one bed never makes another bed's launch preflight say port_in_use
         cluster.setdefault("master_port", _free_port())
         cluster.setdefault("ray_port", _free_port())
+        # a Ray head in a container of this loaded 2-core machine (another bed's real vLLM beside it)
+        # took over the 60 s a Spark's join gets (CI run 23): the bed's nodes get longer to join; a
+        # node that is down is still found by the preflight, which does not wait for joins
+        cluster.setdefault("join_timeout", 180)
         data["cluster"].update(cluster, env=env)
         data.update(top or {})
         seed_mod.write_config(out, data)

@@ -271,3 +271,26 @@ def test_a_virtual_interface_among_nccls_socket_interfaces_is_no_error_by_itself
     got = _ids(["ip-172-31-0-137:14605:14605 [0] NCCL INFO NCCL version 2.21.5+cuda12.4", line,
                 "ip-172-31-0-137:14605:14673 [0] NCCL INFO Using network IB"])
     assert not any(s == "error" for s in got.values()), got
+
+
+# ----------------------------------------------------------------------------- warnings that are facts
+
+@pytest.mark.parametrize("lines, fid", [
+    (["WARNING: The following packages are not compatible: vllm 0.6.0 requires torch==2.4.0, but torch 2.5.1 is installed",
+      "INFO: Started server process [1]"], "broken_install"),
+    (["WARNING: sglang 0.4.0 requires transformers>=4.48, but transformers 4.45.2 is installed",
+      "INFO: Started server process [1]"], "transformers_version_mismatch"),
+    (["[TensorRT-LLM][WARNING] The engine was built with a different version of TensorRT-LLM (0.12.0) than the "
+      "runtime (0.13.0); this may cause errors", "[TensorRT-LLM][INFO] Loaded engine size: 4000 MiB"],
+     "trt_engine_version_mismatch"),
+])
+def test_a_version_conflict_printed_as_a_warning_is_a_warning_of_its_cause(lines, fid):
+    assert _ids(lines).get(fid) == "warning"
+
+
+@pytest.mark.parametrize("line", [
+    "INFO: vllm 0.6.0 requires torch==2.4.0 and torch 2.4.0 is installed",
+    "[TensorRT-LLM][INFO] The engine was built with TensorRT-LLM 0.13.0, the runtime's own version",
+])
+def test_a_requirement_that_is_met_is_nothing(line):
+    assert not any(s in ("error", "warning") for s in _ids([line, "INFO: Started server process [1]"]).values())
