@@ -103,7 +103,7 @@ class Catalogue:
             for lit in e.prefilter:
                 lits.setdefault(lit, []).append(e)
         self.by_literal = {
-            k: tuple(sorted(v, key=lambda e: -e.priority)) for k, v in sorted(lits.items())
+            k: tuple(sorted(v, key=lambda e: (-e.priority, e.consequence))) for k, v in sorted(lits.items())
         }
 
     def __getitem__(self, fid: str) -> Entry:
@@ -152,12 +152,19 @@ class Catalogue:
             if lit not in line:
                 continue
             for e in entries:
-                if e.id in tried or (best is not None and e.priority <= best.priority):
+                if e.id in tried or (best is not None and rank(e) <= rank(best)):
                     continue
                 tried.add(e.id)
                 if e.search(line):
                     best = e
         return best
+
+
+def rank(e: Entry) -> tuple[int, bool]:
+    """How two entries that both match one line compare: priority first, then a cause before a
+    consequence ("The actor is dead ...: Task was killed due to the node running low on memory" is
+    the OOM kill, not the dead worker it caused)."""
+    return e.priority, not e.consequence
 
 
 def _fail(path: str, fid: str, what: str) -> CatalogueError:

@@ -27,7 +27,7 @@ from typing import Sequence
 from ..logs.sanitize import clean_line
 from ..model import Finding, Milestone
 from . import lineprefix
-from .catalogue import Catalogue, Entry, default_catalogue
+from .catalogue import Catalogue, Entry, default_catalogue, rank
 from .end_phase import LogEnd, default_end_phases, log_end
 from .exc_shapes import default_shapes, parse as parse_exception
 from .last_words import IGNORED_HEAD, WINDOW
@@ -183,7 +183,9 @@ def compile_scanner(catalogue: Catalogue | None = None, rules: Rules | None = No
         lits |= {u for u in _UMBRELLAS if any(u in lit for lit in lits)}
         # a literal containing another is redundant: the shorter one finds the same lines
         minimal: list[str] = []
-        for lit in sorted(lits, key=len):
+        # (ties in length in a fixed order: a set's order changes with the hash seed, and so would
+        # which of two entries of equal priority a line names)
+        for lit in sorted(lits, key=lambda s: (len(s), s)):
             if not any(m in lit for m in minimal):
                 minimal.append(lit)
         cat_routes = {
@@ -493,8 +495,8 @@ class SourceScanner:
             for lit, entries in routes[h]:
                 if lit not in line:
                     continue
-                for e in entries:  # highest priority first
-                    if best is not None and e.priority <= best.priority:
+                for e in entries:  # highest rank first (catalogue.rank)
+                    if best is not None and rank(e) <= rank(best):
                         break
                     if e.search(line):
                         best = e
