@@ -37,6 +37,7 @@ from .last_words import (ENGINES, INIT_FACT_IDS, NOT_PYTHON, component, earlier_
 from .milestones import Rules
 from .nccl_ranks import Behind, absent_ranks, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host, versions_differ
 from .ranking import GENERIC_IDS, rank_findings
+from .stacks import blocked
 
 # findings that say a job stopped (where), not why
 HANG_IDS = frozenset({"nccl_init_hang", "suspected_hang"})
@@ -222,6 +223,7 @@ class Diagnoser:
                     severity=None if many else "warning")
                 if f:
                     out.append(f)
+        out.extend(self._stacks_apart())
         subnets = bootstrap_subnets_differ(self.trackers())
         if subnets:
             first = next(iter(self.scanners.values()))
@@ -236,6 +238,20 @@ class Diagnoser:
             if f:
                 out.append(f)
         return out
+
+    def _stacks_apart(self) -> list[Finding]:
+        """Ranks whose pasted stacks (py-spy, faulthandler, a Ctrl+C's traceback) wait in different
+        torch.distributed collectives: out of step.  Two or more sources, each ending in such a stack;
+        the same collective everywhere names nothing here (a hang, told by what else the logs say)."""
+        waits = {k: w for k, sc in self.scanners.items() if (w := blocked(sc.window)) is not None}
+        if len(waits) < 2 or len({w[1] for w in waits.values()}) < 2:
+            return []
+        first = next(iter(waits))
+        ev = [f"{k}:{n}: waits in {frame}" for k, (n, _, frame) in waits.items()]
+        names = " vs ".join(sorted({w[1] for w in waits.values()}))
+        f = self.scanners[first].raise_derived("nccl_collective_mismatch", waits[first][0], ev,
+                                               title=f"Ranks wait in different collectives ({names})")
+        return [f] if f else []
 
     def _shutdown_context(self) -> None:
         """A death (a consequence: the engine or a worker gone) printed after a shutdown request in

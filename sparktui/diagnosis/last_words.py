@@ -89,10 +89,12 @@ _NCCL_QUIET = re.compile(r"\bNCCL (?:INFO|TRACE)\b|^[\w.-]+:\d+:\d+ \[\d+\] (?:I
 # a level word leading the message ("ERROR: ...", "[ERROR] ...", "FATAL ...", "Error: ...")
 _LEVEL_WORD = re.compile(
     r"^\[?(?P<lvl>ERROR|FATAL|CRITICAL|Error|Fatal|fatal error)\]?[:\s]"
+    # spdlog's and nginx's bracketed lowercase level ("[error] ...", "[critical] ...")
+    r"|^\[(?:error|critical|fatal|emerg|alert|crit)\]\s"
     # ... after a component's tag ("[sgl_kernel] CRITICAL: ...", "[worker-0] FATAL: ...", "[llama] error: ...",
     # Ray's "(autoscaler +21m12s) Error: ...")
     r"|^(?:\[[\w.@/:-]{1,40}\] ?|\([\w.@/:+ -]{1,40}\) ?){1,2}"
-    r"(?:\[?(?:ERROR|FATAL|CRITICAL)\]?:?\s|(?:Error|Fatal|error|fatal):\s)"
+    r"(?:\[?(?:ERROR|FATAL|CRITICAL)\]?:?\s|(?:Error|Fatal|error|fatal):\s|\[(?:error|critical|fatal)\]\s)"
     # a program's or function's own "name: error: ..." (argparse, GNU tools, C libraries' "func: failed to")
     r"|^(?:[\w.:/-]{1,80}: ){1,2}(?:(?:initiali[sz]ation|internal|runtime|fatal) )?(?:error|fatal|ERROR|FATAL|failed to|unable to|cannot)\b"
     # TensorRT's error record without its logger's tag: "4: [runtime.cpp::...::50] Error Code 4: Internal Error (...)"
@@ -829,6 +831,23 @@ _TPXPP = (r"\b(?:tp|tensor[ _]parallel)(?:[ _]size)?\b" + _NUM + r"\s*\*\s*(?:pp
 # (and env's, for the program a script's #! line names: "/usr/bin/env: 'python': No such file or directory")
 _SHELL_NOT_FOUND = (r"^(?:(?:\S*/)?(?:(?:ba|da|z|k)?sh|[\w.-]+\.(?:ba)?sh):(?: line \d+:| \d+:)? (?:exec: )?(?:{cmd})"
                     r": (?:command )?not found|(?:\S*/)?env: '?(?:{cmd})'?: No such file or directory)\s*$")
+
+# a line that only lists what might have happened (Ray's "potential root causes: (1) killed by SIGKILL
+# ...", advice with "if" or "when") or a numbered item of such a list names no fact
+_HEDGE_WORDS = ("potential", "possible", "possibly", "may", "might", "could", "likely", r"e\.g\.", "include",
+                "includes", "including", "causes", "if", "will", "would", "when", "unless", "threshold")
+
+
+def _not_hedged(*more: str) -> str:
+    """A regex head (case-insensitive) for a line neither hedged nor a numbered list item."""
+    return r"(?i)^(?!\s*\(?\d{1,2}[.)]\s)(?!.*\b(?:" + "|".join(_HEDGE_WORDS + more) + r")\b)"
+
+_SIGBUS_WHY = "a process died of SIGBUS (a shared-memory mapping that /dev/shm could not back)"
+# a native frame of NCCL's API ("2 0x0000000000068d6c ncclGroupEnd()  ???:0", "#3 ncclCommInitRank ..."):
+# a SIGBUS whose stack runs through NCCL died on NCCL's own /dev/shm segment
+_NCCL_FRAME = re.compile(r"^\s*#?\d{1,3}\s+(?:0x[0-9a-f]+\s+(?:in\s+)?)?[\w:]*\bnccl[A-Z]\w*\b")
+_SIGBUS_NCCL_WHY = "a process died of SIGBUS inside NCCL (its /dev/shm segment could not be backed)"
+
 _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # NCCL's error level printed from its RDMA transport's own source files (the verbs wrapper, the
     # IB net plugin): while a communicator never finished init, the RDMA setup is what failed
@@ -850,9 +869,10 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # 64 MiB in a container by default, ran out); NCCL's own segments name nccl_shm_error instead
     # (the death itself: the shell's "Bus error", Python's fatal handler, a signal report; not a list of
     # what might have killed something)
+    # (UCX's and others' signal handler too: "Caught signal 7 (Bus error: nonexistent physical address)")
     (re.compile(r"(?i)(?:^|\bFatal Python error: |\bkilled by signal:? |\*\*\* )(?:Bus error|SIGBUS)\b"
-                r"|\bBus error \(core dumped\)|\bSIGBUS received\b|\bsignal 7 \(SIGBUS\)"),
-     "shm_too_small", "a process died of SIGBUS (a shared-memory mapping that /dev/shm could not back)"),
+                r"|\bBus error \(core dumped\)|\bSIGBUS received\b|\bsignal 7 \((?:SIGBUS|Bus error)\b"),
+     "shm_too_small", _SIGBUS_WHY),
     # a CUDA driver API entry point (cuXxx, cuXxx_v3) missing from the driver's own library
     # (libcuda / nvcuda): the installed driver predates the runtime that asks for it
     (re.compile(r"\bcu[A-Z]\w{2,40}\b[^\n]{0,80}\b(?:not found|failed|missing|undefined)"
@@ -912,7 +932,7 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # a process killed by SIGKILL however the parent words it (a signal's name or number, 128 + 9 =
     # 137, Python's -9, Go's "signal: killed"): what the kernel's OOM killer sends; a stop someone asked
     # for escalates to it too, but then a shutdown request comes first and the last words are no failure
-    (re.compile(r"(?i)^(?!\s*\(?\d{1,2}[.)]\s)(?!.*\b(?:potential|possible|possibly|may|might|could|likely|e\.g\.|include|includes|including|causes|if|will|would|when|unless|threshold)\b).*?"
+    (re.compile(_not_hedged() + r".*?"
                 r"(?:\b(?:killed|terminated) by (?:signal:? ?)?(?:9|SIGKILL)\b|\bsignal:? killed\b|<Signals\.SIGKILL: 9>"
                 r"|\bsignal 9 \(SIGKILL\)|\binterrupted by signal 9\b|\bexit(?:ed)?(?: with)? (?:code|status)[:= ]*(?:137|-9)\b"
                 r"|\bexit_?code[:= ]*(?:137|-9)\b|\breturn_?code[:= ]*-9\b|\bnon-zero exit status -9\b"
@@ -920,7 +940,7 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
      "host_oom_killed", "a process was killed by SIGKILL (what the kernel's OOM killer sends)"),
     # a manager killing or evicting a process for its memory (YARN, Kubernetes' eviction, a runtime's limit);
     # not a list of what might have happened (Ray's "potential root causes: (1) killed by SIGKILL by OOM ...")
-    (re.compile(r"(?i)^(?!\s*\(?\d{1,2}[.)]\s)(?!.*\b(?:potential|possible|possibly|may|might|could|likely|e\.g\.|include|includes|including|causes|if|check|will|would|when|unless|threshold)\b)"
+    (re.compile(_not_hedged("check") +
                 r".*?(?:\bkilled\b[^\n]{0,60}\b(?:memory (?:usage|use|limit|pressure)|out of memory|OOM)\b"
                 r"|\bnode was low on (?:resource: )?memory\b|\bevicted\b[^\n]{0,60}\bmemory\b)"),
      "host_oom_killed", "a process was killed or evicted for its memory use"),
@@ -1037,6 +1057,9 @@ def facts(window: Sequence[tuple[int, str]], known: Iterable[str],
             if fid in ids and rx.search(body) and (why in _TERMINAL_WHY if terminal else why not in _LAST_ONLY_WHY) \
                     and (inferred or why not in _INFERRED_WHY) and not (fid in GIVES_WAY_IDS and _WAY_ON.search(body)) \
                     and (why not in _LAST_ONLY_WHY or all(_EXIT_NOTE.search(r[3]) for r in rows[k + 1:])):
+                if why == _SIGBUS_WHY and "nccl_shm_error" in ids \
+                        and any(_NCCL_FRAME.match(r[3]) for r in rows[k + 1:k + 16]):
+                    return n, "nccl_shm_error", _SIGBUS_NCCL_WHY, t.strip()
                 return n, fid, why, t.strip()
         if terminal:
             continue

@@ -193,6 +193,12 @@ def strip_visible_colour(lines: list[str]) -> list[str]:
 # a terminal's copy that broke long lines at its width: several lines exactly as long as the longest,
 # each followed by a line that starts like no other (a word's tail, not the next record)
 _WRAP_MIN = 60
+_WRAP_MAX = 320  # a terminal's width (a single long line wider than this is the program's own)
+_GOES_ON = "),.;:]}'\"=_"
+# what starts a record of its own whatever the paste: a level word, an exception, a traceback's head,
+# a date, a bracketed stamp or tag
+_RECORD_HEAD = re.compile(r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|Traceback)\b|[A-Z]\w*(?:Error|Exception|Warning)\b"
+                          r"|\d{4}-\d\d-\d\d|\[")
 
 
 def _start_shape(line: str) -> str:
@@ -201,29 +207,51 @@ def _start_shape(line: str) -> str:
 
 def hard_wrap_width(lines: list[str]) -> int | None:
     """The width a paste was hard-wrapped at, or None.  Offline only, on the first chunk of a file:
-    at least 3 lines (and 3 %) exactly as long as the longest (at least ``_WRAP_MIN``), and 60 % of
-    them followed by a line whose start is unlike the other lines', or by a shorter line that starts
-    unlike them (a table's rows, all as long, are followed by rows as long that start alike)."""
+    lines exactly as long as the longest (at least ``_WRAP_MIN``), followed by a piece that no record
+    of the paste starts like.  At least 3 such lines (and 3 %), 60 % of them followed by a line whose
+    start is unlike the other lines', unlike any record's start (the lines after a shorter line), or
+    by a shorter line that starts unlike them (a table's rows, all as long, are followed by rows as
+    long that start alike); or one or two such lines in a short paste, each broken inside a word or
+    after a space and followed by a piece unlike any record's start."""
     lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]  # a CRLF line end is no column
     body = [ln for ln in lines if ln.strip()]
-    if len(body) < 4:
+    if len(body) < 2:
         return None
     width = max(len(ln) for ln in body)
     if width < _WRAP_MIN:
         return None
     at = [k for k, ln in enumerate(lines) if len(ln) == width]
-    if len(at) < 3 or len(at) < 0.03 * len(body):
-        return None
     shapes = Counter(_start_shape(ln) for ln in body)
+    # how this paste's records start: its first line, and each line after a shorter one
+    starts = {_start_shape(body[0])} | {_start_shape(lines[k + 1]) for k in range(len(lines) - 1)
+                                        if len(lines[k]) < width and lines[k + 1].strip()}
+
+    def piece(k: int) -> bool:
+        """The line after ``k`` is no record of its own: it goes on a word or a clause (not a table's
+        rule or row, not indented, not blank), unlike every start, and starts no record by its look."""
+        nxt = lines[k + 1] if k + 1 < len(lines) else ""
+        return (nxt[:1].isalnum() or nxt[:1] in _GOES_ON) and _start_shape(nxt) not in starts \
+            and _RECORD_HEAD.match(nxt) is None
+
+    if len(at) <= 2:
+        # a short paste's one or two long lines: broken inside a word ("OpTy" / "pe=BROADCAST": it goes
+        # on in lowercase or digits) or after a space, as a terminal breaks at its width and a program
+        # never ends a record
+        def broken(k: int) -> bool:
+            nxt = lines[k + 1] if k + 1 < len(lines) else ""
+            return piece(k) and (lines[k][-1] == " " or (lines[k][-1].isalnum() and (nxt[:1].islower() or nxt[:1].isdigit())))
+        return width if len(body) <= 40 and width <= _WRAP_MAX and all(broken(k) for k in at) else None
+    if len(at) < 0.03 * len(body):
+        return None
 
     def continued(k: int) -> bool:
         if k + 1 >= len(lines) or not lines[k + 1].strip():
             return False
         nxt = _start_shape(lines[k + 1])
-        # a start no other line has, or a shorter line that starts unlike this one (a stack's frames
-        # wrapped: every piece starts lowercase, as half the lines do); a table's rows, all as long,
-        # are followed by rows as long
-        return shapes[nxt] <= 2 or (len(lines[k + 1]) < width and lines[k + 1][:4] != lines[k][:4])
+        # a start no other line has or no record has, or a shorter line that starts unlike this one (a
+        # stack's frames wrapped: every piece starts lowercase, as half the lines do); a table's rows,
+        # all as long, are followed by rows as long
+        return shapes[nxt] <= 2 or piece(k) or (len(lines[k + 1]) < width and lines[k + 1][:4] != lines[k][:4])
 
     cont = sum(1 for k in at if continued(k))
     return width if cont >= 0.6 * len(at) else None

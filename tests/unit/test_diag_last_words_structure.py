@@ -272,6 +272,26 @@ def test_a_healthy_start_up_states_none_of_those_facts(line):
     assert got is None or got[1] not in ("cuda_driver_too_old", "broken_install", "nccl_ib_error", "host_oom_killed")
 
 
+def test_a_sigbus_whose_native_stack_runs_through_nccl_is_ncclss_shared_memory():
+    # held-in a/triton_hugectr_backend_42_sigbus_ncclgroupend_shm: UCX's signal handler reports the bus
+    # error, its backtrace runs through ncclGroupEnd (the container's /dev/shm was Docker's default)
+    lines = body("a/triton_hugectr_backend_42_sigbus_ncclgroupend_shm")
+    got = lw.facts(_w(lines), IDS)
+    assert got is not None and got[1] == "nccl_shm_error" and "Caught signal 7" in got[3]
+    assert [f.id for f in diagnose_lines(lines) if f.severity != "info"][:1] == ["nccl_shm_error"]
+    # the same bus error with the NCCL frames taken out: a shared-memory mapping of some other program
+    other = [t for t in lines if "nccl" not in t]
+    got = lw.facts(_w(other), IDS)
+    assert got is not None and got[1] == "shm_too_small"
+
+
+def test_ncclss_frames_without_a_bus_error_state_no_shared_memory_fact():
+    # the backtrace alone (a crash of another kind, a native stack printed for a hang)
+    frames = [t for t in body("a/triton_hugectr_backend_42_sigbus_ncclgroupend_shm") if "Caught signal" not in t]
+    got = lw.facts(_w(frames), IDS)
+    assert got is None or got[1] not in ("nccl_shm_error", "shm_too_small")
+
+
 def test_a_kv_cache_that_holds_less_than_one_request_is_kv_cache_oom():
     # a/vllm_vllm_10517_max_seq_len_kv: "Maximum concurrency for 29000 tokens per request: 0.82x"
     got = lw.kv_too_small(_w(body("a/vllm_vllm_10517_max_seq_len_kv")))
@@ -414,6 +434,23 @@ def test_an_error_level_after_a_components_tag_is_an_error_line():
     got = lw.failure(_w(tail))
     assert got is not None and got.kind == "error line" and got.message.startswith("Could not load any common_ops")
     assert [f.id for f in diagnose_lines(tail) if f.severity != "info"]
+
+
+# spdlog's default record, "[time] [logger] [level] message", as its README prints it: a C++ runtime's
+# lowercase level in brackets, with the logger's name or without
+@pytest.mark.parametrize("line", ["[2014-10-31 23:46:59.678] [my_logger] [error] Some error message with arg: 1",
+                                  "[2014-10-31 23:46:59.678] [critical] Support for int: 42"])
+def test_spdlogs_lowercase_error_levels_are_error_lines(line):
+    got = lw.failure(_w(["[2014-10-31 23:46:59.677] [my_logger] [info] Some message", line]))
+    assert got is not None and got.kind == "error line"
+    assert [f.id for f in diagnose_lines([line])] == ["unrecognised_failure"]
+
+
+@pytest.mark.parametrize("line", ["[2014-10-31 23:46:59.678] [my_logger] [warning] Easy padding in numbers like 08",
+                                  "[2014-10-31 23:46:59.678] [info] Welcome to spdlog!"])
+def test_spdlogs_lower_levels_are_nothing(line):
+    assert lw.failure(_w([line])) is None
+    assert not [f for f in diagnose_lines([line]) if f.severity != "info"]
 
 
 @pytest.mark.parametrize("line", ["[stats] error rate 0.0", "[x] errors: 0", "[vllm] INFO: fine",

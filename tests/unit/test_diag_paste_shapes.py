@@ -320,6 +320,47 @@ def test_a_wrapped_native_stack_whose_pieces_start_lowercase_is_joined_back(tmp_
     assert got[:1] == ["rendezvous_timeout"], got
 
 
+def test_wrapped_records_whose_every_piece_is_as_wide_are_joined_back(tmp_path):
+    # held-in b/pytorch_basicsr_737_watchdog_allreduce wrapped at 100 columns: each record is three
+    # pieces, two of them 100 wide, so half the lines at the width are followed by another at it; the
+    # pieces start unlike any record of the paste (a record starts "[rank")
+    lines = body("b/pytorch_basicsr_737_watchdog_allreduce")
+    wrapped = [ln[i:i + 100] for ln in lines for i in range(0, len(ln), 100)] or [""]
+    assert paste.hard_wrap_width(wrapped) == 100
+    got = [f.id for f in analyse([_file(tmp_path, wrapped)]).findings if f.severity != "info"]
+    assert got[:1] == ["nccl_watchdog_timeout"], got
+
+
+# open-r1#620 as its reporter pasted it: torch's watchdog lines broken by the terminal inside a word
+_OPEN_R1_620 = [
+    "[rank2]:[E424 01:11:21.160832730 ProcessGroupNCCL.cpp:629] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4, OpTy",
+    "pe=BROADCAST, NumelIn=112, NumelOut=112, Timeout(ms)=1800000) ran for 1800010 milliseconds before timing out.",
+    "[rank3]:[E424 01:11:21.160815008 ProcessGroupNCCL.cpp:629] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4, OpTy",
+    "pe=BROADCAST, NumelIn=112, NumelOut=112, Timeout(ms)=1800000) ran for 1800011 milliseconds before timing out.",
+]
+
+
+def test_one_or_two_long_lines_broken_inside_a_word_are_a_wrap():
+    width = len(_OPEN_R1_620[0])
+    for lines in (_OPEN_R1_620, _OPEN_R1_620[:2]):
+        assert paste.hard_wrap_width(lines) == width
+        joined, held = paste.unwrap(lines, width, 1)
+        assert held is None and "OpType=BROADCAST" in joined[0][1]
+
+
+def test_a_short_pastes_longest_line_followed_by_a_record_is_no_wrap():
+    # held-in a/vllm_vllm_10517_kv_fits_20k: its 218-column engine line is followed by a line that starts
+    # capitalised after a number (no word broken); a/vllm_glm4_510_v100_bf16_dtype: a 628-column line
+    # (wider than a terminal) followed by the ValueError
+    for case in ("a/vllm_vllm_10517_kv_fits_20k", "a/vllm_glm4_510_v100_bf16_dtype"):
+        assert paste.hard_wrap_width(body(case)) is None
+    # one long line whose next line is a record by its look (a level word, an exception)
+    long = "x" * 99 + "a"
+    assert paste.hard_wrap_width(["start", long, "ERROR something", "end"]) is None
+    assert paste.hard_wrap_width(["start", long, "ValueError: bad", "end"]) is None
+    assert paste.hard_wrap_width(["start", long, "  indented frame", "end"]) is None
+
+
 def test_equal_longest_lines_followed_by_lines_that_start_like_them_are_no_wrap():
     # a log whose longest lines repeat (one message, each at the same length) and whose next lines
     # start like them (the same logger's header): no piece of a wrap
