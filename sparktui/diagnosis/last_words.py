@@ -96,7 +96,10 @@ _LEVEL_WORD = re.compile(
     r"|^(?:\[[\w.@/:-]{1,40}\] ?|\([\w.@/:+ -]{1,40}\) ?){1,2}"
     r"(?:\[?(?:ERROR|FATAL|CRITICAL)\]?:?\s|(?:Error|Fatal|error|fatal):\s|\[(?:error|critical|fatal)\]\s)"
     # a program's or function's own "name: error: ..." (argparse, GNU tools, C libraries' "func: failed to")
-    r"|^(?:[\w.:/-]{1,80}: ){1,2}(?:(?:initiali[sz]ation|internal|runtime|fatal) )?(?:error|fatal|ERROR|FATAL|failed to|unable to|cannot)\b"
+    # (capitalised too: "nvidia-smi: Unable to determine the device handle for GPU ...: Unknown Error";
+    # not after a lower level's word: "Warning: unable to ...")
+    r"|^(?!(?:Warning|WARNING|Warn|WARN|Note|NOTE|Info|INFO|Hint|Notice|Tip|Debug|DEBUG):)(?:[\w.:/-]{1,80}: ){1,2}"
+    r"(?:(?:initiali[sz]ation|internal|runtime|fatal) )?(?:error|fatal|ERROR|FATAL|[Ff]ailed to|[Uu]nable to|[Cc]annot)\b"
     # TensorRT's error record without its logger's tag: "4: [runtime.cpp::...::50] Error Code 4: Internal Error (...)"
     r"|^(?:\d{1,3}: )?\[[^\]\n]{1,300}\] Error Code \d{1,3}: "
     # a compiler driver's padded level ("ptxas fatal   : ...", "nvcc fatal   : ...")
@@ -842,6 +845,10 @@ def _not_hedged(*more: str) -> str:
     """A regex head (case-insensitive) for a line neither hedged nor a numbered list item."""
     return r"(?i)^(?!\s*\(?\d{1,2}[.)]\s)(?!.*\b(?:" + "|".join(_HEDGE_WORDS + more) + r")\b)"
 
+_NO_DRIVER_WHY = "the process was told no NVIDIA driver is in reach (GPU functionality will not be available)"
+_PTX_WHY = "the driver cannot load PTX from a newer CUDA toolkit (cudaErrorUnsupportedPtxVersion)"
+_PY_NOT_FOUND_WHY = "the Python interpreter did not find the script or module it was asked to run"
+_GPU_LOST_WHY = "the driver lost the GPU (no device handle for it, fallen off the bus)"
 _SIGBUS_WHY = "a process died of SIGBUS (a shared-memory mapping that /dev/shm could not back)"
 # a native frame of NCCL's API ("2 0x0000000000068d6c ncclGroupEnd()  ???:0", "#3 ncclCommInitRank ..."):
 # a SIGBUS whose stack runs through NCCL died on NCCL's own /dev/shm segment
@@ -873,6 +880,12 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"(?i)(?:^|\bFatal Python error: |\bkilled by signal:? |\*\*\* )(?:Bus error|SIGBUS)\b"
                 r"|\bBus error \(core dumped\)|\bSIGBUS received\b|\bsignal 7 \((?:SIGBUS|Bus error)\b"),
      "shm_too_small", _SIGBUS_WHY),
+    # the driver lost a GPU: NVML has no handle for it (nvidia-smi's "Unable to determine the device
+    # handle for GPU1: 0000:34:00.0: Unknown Error", "... GPU is lost"), the kernel's Xid 79; the
+    # GPU is gone until a reset, whatever ran on it
+    (re.compile(r"\bUnable to determine the device handle for GPU\s?[\w:.]*:[^\n]*\b(?:Unknown Error|GPU is lost)\b"
+                r"|\bGPU has fallen off the bus\b"),
+     "cuda_error", _GPU_LOST_WHY),
     # a CUDA driver API entry point (cuXxx, cuXxx_v3) missing from the driver's own library
     # (libcuda / nvcuda): the installed driver predates the runtime that asks for it
     (re.compile(r"\bcu[A-Z]\w{2,40}\b[^\n]{0,80}\b(?:not found|failed|missing|undefined)"
@@ -888,6 +901,12 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
      "docker_entrypoint_error", "the shell was asked to run an option as a program (entrypoint and command do not fit)"),
     (re.compile(_SHELL_NOT_FOUND.format(cmd=r"[^\s-]\S*")),
      "broken_install", "the shell did not find the program it was asked to run"),
+    # the interpreter's own refusal to start what it was given (CPython's exact words, exit status 2 or
+    # 1): a script that is not there, a module `-m` cannot find; last lines only, like the shell's
+    # (a log prefix reader may have taken "python3: " as the line's tag)
+    (re.compile(r"^(?:(?:\S*/)?python[\d.]*: )?can't open file '[^'\n]*': \[Errno \d+\]"
+                r"|^(?:\S*/)?python[\d.]*: No module named [\w.]+\s*$"),
+     "broken_install", _PY_NOT_FOUND_WHY),
     # a shell's (or a launcher's) exit status 127: a program, or a library it links against, not found
     (re.compile(r"(?i)\bexit(?:ed)?(?: with)? (?:status|code)[:= ]*127\b|\bexit_?code[:= ]*127\b"),
      "broken_install", "exit status 127: a program or a library it needs was not found"),
@@ -919,6 +938,16 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"\bcudaErrorInsufficientDriver\b|\bCUDA_ERROR_INSUFFICIENT_DRIVER\b"
                 r"|\bCUDA driver version is insufficient for CUDA runtime version\b"),
      "cuda_driver_too_old", "the CUDA driver is older than the runtime (cudaErrorInsufficientDriver)"),
+    # ... and for PTX (or a cubin) built by a toolkit newer than the driver's JIT knows: the enum, the
+    # runtime's fixed strerror text (cudaErrorUnsupportedPtxVersion, CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+    (re.compile(r"\bcudaErrorUnsupportedPtxVersion\b|\bCUDA_ERROR_UNSUPPORTED_PTX_VERSION\b"
+                r"|\bthe provided PTX was compiled with an unsupported toolchain\b"),
+     "cuda_driver_too_old", _PTX_WHY),
+    # ... and a process told by its image or its launcher that no NVIDIA driver is in reach (the CUDA
+    # images' start banner, a launcher's own notice): the container got no GPU runtime
+    (re.compile(r"\bThe NVIDIA Driver was not detected\b"
+                r"|\bGPU (?:acceleration|functionality|support) (?:will not|won't|is not going to) be available\b"),
+     "no_gpu_visible", _NO_DRIVER_WHY),
     # ... and for no GPU at all
     (re.compile(r"\bcudaErrorNoDevice\b|\bCUDA_ERROR_NO_DEVICE\b|\bno CUDA-capable device is detected\b"),
      "no_gpu_visible", "CUDA sees no GPU (cudaErrorNoDevice)"),
@@ -980,9 +1009,12 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
 _INFERRED_WHY = frozenset({
     "the shell was asked to run an option as a program (entrypoint and command do not fit)",
     "the shell did not find the program it was asked to run",
+    _PY_NOT_FOUND_WHY,
     "a CUDA driver API symbol is missing from the driver's library",
     "exit status 127: a program or a library it needs was not found",
     "the CUDA driver is older than the runtime (cudaErrorInsufficientDriver)",
+    _PTX_WHY,
+    _NO_DRIVER_WHY,
     "CUDA sees no GPU (cudaErrorNoDevice)",
     "a call of the RDMA verbs library (ibv_*) failed",
     "the kernel's OOM killer killed a process",
@@ -1006,16 +1038,20 @@ _TERMINAL_WHY = frozenset({"the GPU driver could not allocate memory", "the RDMA
                            "a process was killed by SIGKILL (what the kernel's OOM killer sends)",
                            "a process was killed or evicted for its memory use",
                            "the shell was asked to run an option as a program (entrypoint and command do not fit)",
-                           "the shell did not find the program it was asked to run"})
+                           "the shell did not find the program it was asked to run", _PY_NOT_FOUND_WHY})
 # facts that count only as a log's last line (after them at most notes of the exit), never from the rest
 _EXIT_NOTE = re.compile(r"(?i)\bexit(?:ed|ing)?\b|\bstatus \d+|\breturn(?:ed)? code\b")
 _LAST_ONLY_WHY = frozenset({"the shell was asked to run an option as a program (entrypoint and command do not fit)",
-                            "the shell did not find the program it was asked to run"})
+                            "the shell did not find the program it was asked to run", _PY_NOT_FOUND_WHY})
 # facts that stand even at WARNING level: a native extension that did not load (an undefined symbol)
 # is a broken install whether or not the program went on (as a warning then); a dtype the GPU cannot
-# run, as a wrapper's own logger says it before it gives up (not where it says a way on: a fallback)
-QUIET_FACT_IDS = frozenset({"broken_install", "cuda_driver_too_old", "dtype_unsupported_gpu",
+# run, as a wrapper's own logger says it before it gives up (not where it says a way on: a fallback);
+# a GPU the driver lost, whatever printed after it (nvidia-smi goes on with the other GPUs' table)
+QUIET_FACT_IDS = frozenset({"broken_install", "cuda_driver_too_old", "dtype_unsupported_gpu", "cuda_error",
                             "transformers_version_mismatch", "trt_engine_version_mismatch"})
+# facts by their why that stand at WARNING level too (whatever the rest of their id's facts do): a
+# notice that the driver is out of reach is printed as a warning, and the program goes on without GPU
+QUIET_FACT_WHYS = frozenset({_NO_DRIVER_WHY})
 # facts a line withdraws when it says a way on: a dtype the GPU lacks, with a fallback to another
 GIVES_WAY_IDS = frozenset({"dtype_unsupported_gpu"})
 
@@ -1042,19 +1078,21 @@ _SUBSYSTEM = tuple((re.compile(rx), fid, why) for rx, fid, why in (
 INIT_FACT_IDS = frozenset({"nccl_ib_error", "nccl_shm_error"})
 
 
-def facts(window: Sequence[tuple[int, str]], known: Iterable[str],
-          quiet: bool = False, terminal: bool = False, inferred: bool = True) -> tuple[int, str, str, str] | None:
+def facts(window: Sequence[tuple[int, str]], known: Iterable[str], quiet: bool = False, terminal: bool = False,
+          inferred: bool = True, whys: frozenset[str] | None = None) -> tuple[int, str, str, str] | None:
     """(line, finding id, why, text) of the first structural fact in the window whose id exists in
     ``known`` (the catalogue's ids), or None.  Lines logged below error level are skipped (a
     warning is something handled) unless ``quiet``; ``terminal``: only the facts that are a failure
-    by themselves; not ``inferred``: without the facts of structure alone (``_INFERRED_WHY``)."""
+    by themselves; not ``inferred``: without the facts of structure alone (``_INFERRED_WHY``); ``whys``:
+    only those facts."""
     ids = set(known)
     rows = _nonblank(window)
     for k, (n, t, level, body) in enumerate(rows):
         if not quiet and (level in _QUIET_LEVELS or _QUIET_BRACKET.search(body)):
             continue
         for rx, fid, why in _FACTS:
-            if fid in ids and rx.search(body) and (why in _TERMINAL_WHY if terminal else why not in _LAST_ONLY_WHY) \
+            if fid in ids and (whys is None or why in whys) and rx.search(body) \
+                    and (why in _TERMINAL_WHY if terminal else why not in _LAST_ONLY_WHY) \
                     and (inferred or why not in _INFERRED_WHY) and not (fid in GIVES_WAY_IDS and _WAY_ON.search(body)) \
                     and (why not in _LAST_ONLY_WHY or all(_EXIT_NOTE.search(r[3]) for r in rows[k + 1:])):
                 if why == _SIGBUS_WHY and "nccl_shm_error" in ids \
@@ -1065,10 +1103,10 @@ def facts(window: Sequence[tuple[int, str]], known: Iterable[str],
             continue
         near = " ".join(r[3] for r in rows[max(0, k - 1):k + 2])
         for rx, fid, why in _ERRNO:
-            if fid in ids and rx.search(body) and _NET_CONTEXT.search(near):
+            if fid in ids and (whys is None or why in whys) and rx.search(body) and _NET_CONTEXT.search(near):
                 return n, fid, why, t.strip()
         for rx, fid, why in _SUBSYSTEM:
-            if fid in ids and rx.search(body):
+            if fid in ids and (whys is None or why in whys) and rx.search(body):
                 return n, fid, why, t.strip()
     return None
 
@@ -1381,7 +1419,7 @@ def silent_facts(window: Sequence[tuple[int, str]], known: Iterable[str]) -> tup
     got = retrying_connect(window, ids)
     if got is not None:
         return (*got, "warning")
-    got = facts(window, QUIET_FACT_IDS & ids, quiet=True)
+    got = facts(window, QUIET_FACT_IDS & ids, quiet=True) or facts(window, ids, quiet=True, whys=QUIET_FACT_WHYS)
     if got is not None:
         return (*got, "warning")
     got = kv_too_small(window) if "kv_cache_oom" in ids else None

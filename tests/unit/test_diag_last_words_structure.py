@@ -21,7 +21,7 @@ from sparktui.diagnosis import catalogue as _cat
 from sparktui.diagnosis import last_words as lw
 from sparktui.diagnosis.catalogue import default_catalogue
 
-from corpus_helpers import ROOT, body, diagnose_lines, fact_of, held_in, named
+from corpus_helpers import ROOT, body, diagnose_lines, fact_of, held_in, line_of, named
 
 VLLM_CPU = ROOT / "tests" / "fixtures" / "vllm-cpu"
 IDS = default_catalogue().entries
@@ -292,6 +292,71 @@ def test_ncclss_frames_without_a_bus_error_state_no_shared_memory_fact():
     assert got is None or got[1] not in ("nccl_shm_error", "shm_too_small")
 
 
+# a GPU the driver lost, as nvidia-smi says it before the table of the GPUs it still has (a report of a
+# llama.cpp crash on four GPUs, 2026-08, found with the code search: "=== current GPU state ===" is
+# the reporter's own echo), and as the kernel's Xid 79 says it
+_GPU_LOST = ["=== current GPU state ===",
+             "Unable to determine the device handle for GPU1: 0000:34:00.0: Unknown Error",
+             "Thu Aug 27 18:05:38 2026       "]
+
+
+def test_a_gpu_the_driver_lost_is_a_cuda_error_even_with_output_after_it(no_patterns):
+    got = lw.facts(_w(_GPU_LOST), IDS, quiet=True)
+    assert got is not None and got[1] == "cuda_error"
+    # nvidia-smi's table of the GPUs it still has goes on after it: nothing failed in its own words,
+    # the fact still speaks (a warning: structure alone)
+    assert _severities(_GPU_LOST + ["+" + "-" * 89 + "+"]) == {"cuda_error": "warning"}
+    # the kernel's words for it
+    xid = "[Mon Jan  1 10:00:00 2026] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python3, GPU has fallen off the bus."
+    assert lw.facts([(1, xid)], IDS, quiet=True)[1] == "cuda_error"
+
+
+@pytest.mark.parametrize("line", [
+    "Unable to determine the device handle for GPU1: 0000:34:00.0: Not Found",  # another status: no claim
+    "If nvidia-smi prints 'Unable to determine the device handle', check the BIOS",
+    "NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception",
+])
+def test_other_device_handle_words_are_no_lost_gpu(line):
+    got = lw.facts([(1, line)], IDS, quiet=True)
+    assert got is None or got[2] != lw._GPU_LOST_WHY
+
+
+@pytest.mark.parametrize("rel", ["a/k8s_device_plugin_139_nvml_default_runtime_not_nvidia",
+                                 "a/llamacpp_llama_cpp_python_1882_container_without_gpus_flag"])
+def test_the_drivers_own_libraries_out_of_reach_is_no_gpu_visible(rel):
+    # NVML or libcuda not loadable: the container got no NVIDIA runtime (the image ships neither)
+    assert named(held_in(rel))[:1] == ["no_gpu_visible"]
+
+
+def test_a_toolkit_library_out_of_reach_is_still_a_broken_install():
+    line = "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory"
+    assert [f.id for f in diagnose_lines([line]) if f.severity != "info"][:1] == ["broken_install"]
+
+
+def test_a_notice_that_no_driver_is_in_reach_is_no_gpu_visible_at_warning_level():
+    # held-in a/localai_localai_2117_k8s_pod_missing_runtimeclass_nvidia: LocalAI's entrypoint found no
+    # nvidia-smi in a pod without the NVIDIA runtime class, said GPU acceleration will not be
+    # available, and went on on the CPU: a warning, and not the entrypoint's fault
+    lines = body("a/localai_localai_2117_k8s_pod_missing_runtimeclass_nvidia")
+    assert _severities(lines) == {"no_gpu_visible": "warning"}
+
+
+@pytest.mark.parametrize("line", ["GPU acceleration is not enabled or supported. Defaulting to CPU.",
+                                  "INFO: GPU support is available"])
+def test_a_cpu_default_or_gpu_available_notice_is_nothing(line):
+    assert not [f for f in diagnose_lines([line, *_serve_tail()]) if f.severity != "info"]
+    assert lw.facts([(1, line)], IDS, quiet=True, whys=lw.QUIET_FACT_WHYS) is None
+
+
+def test_the_quiet_pass_by_why_reads_no_other_fact():
+    # held-in b/pytorch_pytorch_77523_errno97_ipv6_then_rendezvous_complete: torch's IPv6 attempt logged
+    # at [W] before its IPv4 one succeeds; the pass that reads warnings for the no-driver notice must
+    # not read this errno as a network fact (healthy_stress found it doing so)
+    line = line_of("b/pytorch_pytorch_77523_errno97_ipv6_then_rendezvous_complete", "errno: 97")
+    assert lw.facts([(1, line)], IDS, quiet=True) is not None  # the errno is a fact when asked for all
+    assert lw.facts([(1, line)], IDS, quiet=True, whys=lw.QUIET_FACT_WHYS) is None
+
+
 def test_a_kv_cache_that_holds_less_than_one_request_is_kv_cache_oom():
     # a/vllm_vllm_10517_max_seq_len_kv: "Maximum concurrency for 29000 tokens per request: 0.82x"
     got = lw.kv_too_small(_w(body("a/vllm_vllm_10517_max_seq_len_kv")))
@@ -425,6 +490,31 @@ def test_the_shells_not_found_with_the_log_going_on_is_nothing(tmp_path):
     assert not [f for f in diagnose_lines([line, *_serve_tail()]) if f.severity != "info"]
     # held-in sglang_softthinking_10: py-spy missing while a hang is dumped; the hang is still the cause
     assert named(held_in("a/sglang_softthinking_10_watchdog_sigquit"))[0] == "suspected_hang"
+
+
+def _python(args: list[str], tmp_path: Path) -> str:
+    """The last line a real CPython prints when it cannot start what it was given (run here)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=tmp_path, timeout=30)
+    assert r.returncode != 0, r
+    return r.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("args", [["/workspace/serve.py"], ["-m", "vllm_not_installed_here"]])
+def test_a_log_that_ends_on_pythons_not_found_is_a_broken_install(args, tmp_path, no_patterns):
+    line = _python(args, tmp_path)
+    got = lw.facts([(1, line)], IDS, terminal=True)
+    assert got is not None and got[1] == "broken_install"
+    assert _severities(["starting the server", line]) == {"broken_install": "warning"}
+
+
+def test_pythons_not_found_with_the_log_going_on_is_nothing(tmp_path):
+    # a helper script that is absent, then a real vLLM server's start: the server runs
+    line = _python(["/workspace/prestart.py"], tmp_path)
+    assert lw.facts(_w([line, *_serve_tail()]), IDS, terminal=True) is None
+    assert not [f for f in diagnose_lines([line, *_serve_tail()]) if f.severity != "info"]
 
 
 def test_an_error_level_after_a_components_tag_is_an_error_line():

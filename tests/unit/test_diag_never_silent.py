@@ -280,7 +280,12 @@ def test_exit_statuses_library_errors_and_driver_events_are_failure_shapes(lines
 @pytest.mark.parametrize("line, fid", [
     # a compiler driver's padded level, its message judged by the exception table (no code for sm_121)
     ("ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'", "broken_install"),
+    # the container toolkit finding no NVML on the host: the driver's own library, so no GPU reaches the
+    # container (the catalogue's no_gpu_visible line wins over the table's "cannot open shared object")
     ("nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared "
+     "object file: no such file or directory: unknown.", "no_gpu_visible"),
+    # ... and a library of the image itself, judged by the table
+    ("nvidia-container-cli: initialization error: load library failed: libfoo.so.2: cannot open shared "
      "object file: no such file or directory: unknown.", "broken_install"),
     # the same tools' ordinary output
     ("ptxas info    : Used 40 registers, 384 bytes cmem[0]", None),
