@@ -28,8 +28,9 @@ from .exc_shapes import parse as parse_exception
 from .tracebacks import CHAIN
 
 # lines kept per source for this reading (the classifier's tail is shorter: it is evidence); a
-# fact can sit above a 50-line traceback and its teardown
-WINDOW = 80
+# fact can sit above a 50-line traceback and its teardown, or above an environment report pasted
+# after the log (torch's collect_env prints about 75 lines)
+WINDOW = 120
 # the failure must be among this many last non-blank lines: "last words", not something handled
 # long before the log went on
 LAST = 10
@@ -166,7 +167,8 @@ _DEATH = re.compile(rf"(?:^Killed\b|\bKilled\s*$|^Aborted(?!\s+\w)|{_DEATH_WORDS
 _DEATH_SPOKEN = re.compile(rf"(?:^Killed\b|\bKilled\s*$|^Aborted(?!\s+\w)|{_DEATH_WORDS})")
 # a stop that someone asked for: what follows it (workers torn down, an engine "dead") is the stop
 _SHUTDOWN = re.compile(
-    r"(?i)(?:\bSIG(?:TERM|INT)\b|\bsignal (?:15|2)\b|\bKeyboardInterrupt\b|\bCtrl\+?-?C\b|^\^C"
+    # (not Python source naming the constant, "loop.add_signal_handler(signal.SIGINT," quoted by a traceback)
+    r"(?i)(?:(?<!signal\.)\bSIG(?:TERM|INT)\b|\bsignal (?:15|2)\b|\bKeyboardInterrupt\b|\bCtrl\+?-?C\b|^\^C"
     r"|\bshutting down\b|\bshutdown (?:requested|triggered|signal|initiated|complete)|\[shutdown\]"
     r"|\bgraceful(?:ly)? (?:shutdown|stop|exit)|\bstopping (?:the )?(?:server|engine|worker)s?\b"
     r"|^Stopping [\w@.-]+\.service\b)"  # systemd stopping a unit
@@ -938,6 +940,13 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"\bcudaErrorInsufficientDriver\b|\bCUDA_ERROR_INSUFFICIENT_DRIVER\b"
                 r"|\bCUDA driver version is insufficient for CUDA runtime version\b"),
      "cuda_driver_too_old", "the CUDA driver is older than the runtime (cudaErrorInsufficientDriver)"),
+    # ... and as NVIDIA's containers say it at start (their entrypoint's banner: "This container was built
+    # for NVIDIA Driver Release 450.51 or later, but version 440.64.00 was detected"), or the driver's
+    # own status for forward compatibility this GPU cannot have (cuInit returning 804)
+    (re.compile(r"\bcontainer was built for NVIDIA Driver Release [\d.]+ or later\b"
+                r"|\bcudaErrorCompatNotSupportedOnDevice\b|\bCUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE\b"
+                r"|\bcuInit\(0\) returned 804\b"),
+     "cuda_driver_too_old", "the container needs a newer NVIDIA driver than the host's"),
     # ... and for PTX (or a cubin) built by a toolkit newer than the driver's JIT knows: the enum, the
     # runtime's fixed strerror text (cudaErrorUnsupportedPtxVersion, CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
     (re.compile(r"\bcudaErrorUnsupportedPtxVersion\b|\bCUDA_ERROR_UNSUPPORTED_PTX_VERSION\b"

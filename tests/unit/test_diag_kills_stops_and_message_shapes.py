@@ -21,7 +21,7 @@ import pytest
 from sparktui.diagnosis import last_words as lw
 from sparktui.diagnosis.exc_shapes import default_shapes, parse
 
-from corpus_helpers import diagnose_lines
+from corpus_helpers import body, diagnose_lines
 
 CTX = "INFO 12-01 10:00:00 [model_runner.py:100] Loading model weights took 30.1 GB"
 
@@ -162,6 +162,16 @@ def test_a_failure_after_the_stop_request_is_the_failure():
     assert any(s == "error" for s in got.values()), got
 
 
+def test_python_source_naming_the_signal_is_no_stop_request():
+    # held-in a/vllm_open_instruct_1302_serve_http_off_main_thread behind one more prefix (compose's):
+    # the traceback quotes "loop.add_signal_handler(signal.SIGINT," and that code line, read on its
+    # own, made the failure "after a shutdown request" (failing_stress: silent under four prefixes)
+    assert not lw.is_shutdown_request("    loop.add_signal_handler(signal.SIGINT,")
+    assert lw.is_shutdown_request("Received signal 15 (SIGTERM), shutting down")
+    lines = ["vllm-1  | " + t for t in body("a/vllm_open_instruct_1302_serve_http_off_main_thread")]
+    assert _ids(lines).get("unhandled_exception") == "error"
+
+
 def test_a_log_that_ends_serving_has_no_stop():
     lines = [CTX, "INFO:     Application startup complete.",
              'INFO:     127.0.0.1:5000 - "POST /v1/chat/completions HTTP/1.1" 200 OK']
@@ -294,3 +304,45 @@ def test_a_version_conflict_printed_as_a_warning_is_a_warning_of_its_cause(lines
 ])
 def test_a_requirement_that_is_met_is_nothing(line):
     assert not any(s in ("error", "warning") for s in _ids([line, "INFO: Started server process [1]"]).values())
+
+
+# --------------------------------------------------------------------------- Ray's placement groups
+# The formats: Ray's GetTimeoutError ("Get timed out: some object(s) not ready.") raised out of a
+# framework's wait for its placement groups (NeMo-RL's virtual_cluster.py, skypilot#7257), Ray's
+# autoscaler notice for a request no node can take, vLLM's Ray executor on a node without a GPU.
+_PG_FRAMES = ["Traceback (most recent call last):",
+              '  File "/root/sky_workdir/nemo-rl/nemo_rl/distributed/virtual_cluster.py", line 330, in _create_placement_groups_internal',
+              "    ray.get(",
+              '  File "/x/ray/_private/worker.py", line 2000, in get',
+              "    raise value"]
+
+
+def test_a_timeout_while_waiting_for_placement_groups_is_the_placement_group():
+    got = _ids(_PG_FRAMES + ["ray.exceptions.GetTimeoutError: Get timed out: some object(s) not ready."])
+    assert got.get("ray_placement_group_stuck") == "error"
+    assert default_shapes().classify("TimeoutError", "Timed out after 180 seconds waiting for placement groups to be ready") \
+        == "ray_placement_group_stuck"
+
+
+def test_a_timeout_under_other_frames_or_another_error_under_them_is_no_placement_group():
+    other = [_PG_FRAMES[0], '  File "/x/train.py", line 10, in fetch_batch', "    ray.get(",
+             "ray.exceptions.GetTimeoutError: Get timed out: some object(s) not ready."]
+    assert "ray_placement_group_stuck" not in _ids(other)
+    assert "ray_placement_group_stuck" not in _ids(_PG_FRAMES + ["KeyError: 'num_gpus'"])
+
+
+def test_ray_waiting_for_resources_as_the_last_words_is_a_suspected_placement_group():
+    notice = ("(autoscaler +1m) Warning: The following resource request cannot be scheduled right now: {'GPU': 1.0, "
+              "'CPU': 1.0}. This is likely due to all cluster resources being claimed by actors. Consider creating "
+              "fewer actors or adding more nodes to this Ray cluster.")
+    assert _ids([CTX, notice]).get("ray_placement_group_stuck") == "warning"
+    # the request met after all: the run goes on
+    assert "ray_placement_group_stuck" not in _ids([CTX, notice, CTX])
+
+
+def test_vllms_ray_executor_on_a_node_without_a_gpu_is_no_gpu_visible():
+    line = ("ValueError: Current node has no GPU available. current_node_resource={'CPU': 8.0}. vLLM engine cannot "
+            "start without GPU. Make sure you have at least 1 GPU available in a node current_node_id='abc' "
+            "current_ip='10.0.0.1'.")
+    assert default_shapes().classify("ValueError", line.split(": ", 1)[1]) == "no_gpu_visible"
+    assert default_shapes().classify("ValueError", "Current node has 2 GPUs available") is None

@@ -357,6 +357,22 @@ def test_the_quiet_pass_by_why_reads_no_other_fact():
     assert lw.facts([(1, line)], IDS, quiet=True, whys=lw.QUIET_FACT_WHYS) is None
 
 
+def test_an_nvidia_containers_banner_naming_a_newer_driver_is_a_driver_too_old():
+    # held-in a/triton_server_2225_container_needs_newer_driver: NGC's entrypoint banner at ERROR level,
+    # then the server goes on starting (it finds no CUDA later)
+    lines = body("a/triton_server_2225_container_needs_newer_driver")
+    assert named(held_in("a/triton_server_2225_container_needs_newer_driver"))[:1] == ["cuda_driver_too_old"]
+    got = lw.facts(_w(lines), IDS)
+    assert got is not None and got[1] == "cuda_driver_too_old" and "was built for NVIDIA Driver Release" in got[3]
+
+
+def test_an_nvidia_containers_banner_of_a_fitting_driver_is_nothing():
+    # the same banner's other lines, as every NGC container prints them
+    head = [t for t in body("a/triton_server_2225_container_needs_newer_driver")[:12] if "Driver" not in t
+            and "version" not in t]
+    assert not [f for f in diagnose_lines([*head, *_serve_tail()]) if f.severity != "info"]
+
+
 def test_a_kv_cache_that_holds_less_than_one_request_is_kv_cache_oom():
     # a/vllm_vllm_10517_max_seq_len_kv: "Maximum concurrency for 29000 tokens per request: 0.82x"
     got = lw.kv_too_small(_w(body("a/vllm_vllm_10517_max_seq_len_kv")))

@@ -219,6 +219,9 @@ ENV_REPORT = (ROOT / "tests" / "fixtures" / "collect_env" / "torch-2.13-cpu.txt"
     ("a/vllm_glm4_510_v100_bf16_dtype", "dtype_unsupported_gpu"),  # an exception, then the report
     ("a/vllm_vllm_8058_hang_nccl_step_tp2", "nccl_init_hang"),  # a hang, then the report
     ("a/vllm_akash_543_rank0_pynccl_comminitrank", "nccl_comm_init_failed"),  # cut frames, then the report
+    # a fact 9 lines above the report's 74 (the last-words window once held 80 lines: it was cut away)
+    ("a/triton_hugectr_backend_42_sigbus_ncclgroupend_shm", "nccl_shm_error"),
+    ("a/trtllm_tensorrt_llm_815_engine_trtllm_071_vs_backend_070", "trt_engine_version_mismatch"),
 ])
 def test_an_environment_report_after_the_log_is_not_its_last_words(case, expect):
     lines = body(case)
