@@ -847,15 +847,12 @@ def _not_hedged(*more: str) -> str:
     """A regex head (case-insensitive) for a line neither hedged nor a numbered list item."""
     return r"(?i)^(?!\s*\(?\d{1,2}[.)]\s)(?!.*\b(?:" + "|".join(_HEDGE_WORDS + more) + r")\b)"
 
+
 _NO_DRIVER_WHY = "the process was told no NVIDIA driver is in reach (GPU functionality will not be available)"
 _PTX_WHY = "the driver cannot load PTX from a newer CUDA toolkit (cudaErrorUnsupportedPtxVersion)"
 _PY_NOT_FOUND_WHY = "the Python interpreter did not find the script or module it was asked to run"
 _GPU_LOST_WHY = "the driver lost the GPU (no device handle for it, fallen off the bus)"
 _SIGBUS_WHY = "a process died of SIGBUS (a shared-memory mapping that /dev/shm could not back)"
-# a native frame of NCCL's API ("2 0x0000000000068d6c ncclGroupEnd()  ???:0", "#3 ncclCommInitRank ..."):
-# a SIGBUS whose stack runs through NCCL died on NCCL's own /dev/shm segment
-_NCCL_FRAME = re.compile(r"^\s*#?\d{1,3}\s+(?:0x[0-9a-f]+\s+(?:in\s+)?)?[\w:]*\bnccl[A-Z]\w*\b")
-_SIGBUS_NCCL_WHY = "a process died of SIGBUS inside NCCL (its /dev/shm segment could not be backed)"
 
 _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # NCCL's error level printed from its RDMA transport's own source files (the verbs wrapper, the
@@ -1012,6 +1009,14 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"^(?:lib)?(?:mlx[45]|rxe|efa|bnxt_re|irdma|hns)\w*: [^\n]{0,80}\b(?:completion with error|CQE error)"),
      "nccl_ib_error", "the RDMA provider reported a failed work completion"),
 )
+# a fact that the lines just after it make more precise: (why, pattern one of the next ``span`` lines
+# matches, id, why it then names).  A SIGBUS whose native stack runs through NCCL's API ("2
+# 0x0000000000068d6c ncclGroupEnd()  ???:0", "#3 ncclCommInitRank ...") died on NCCL's own /dev/shm segment
+_REFINED: tuple[tuple[str, re.Pattern[str], int, str, str], ...] = (
+    (_SIGBUS_WHY, re.compile(r"^\s*#?\d{1,3}\s+(?:0x[0-9a-f]+\s+(?:in\s+)?)?[\w:]*\bnccl[A-Z]\w*\b"), 15,
+     "nccl_shm_error", "a process died of SIGBUS inside NCCL (its /dev/shm segment could not be backed)"),
+)
+
 # the facts read from structure alone (a status enum, a failed call, a killer's or a shell's words,
 # whoever printed them): a finding they name is an error only where the source's last words are
 # more than structure (or the input already has an error); otherwise a warning
@@ -1054,13 +1059,13 @@ _LAST_ONLY_WHY = frozenset({"the shell was asked to run an option as a program (
                             "the shell did not find the program it was asked to run", _PY_NOT_FOUND_WHY})
 # facts that stand even at WARNING level: a native extension that did not load (an undefined symbol)
 # is a broken install whether or not the program went on (as a warning then); a dtype the GPU cannot
-# run, as a wrapper's own logger says it before it gives up (not where it says a way on: a fallback);
-# a GPU the driver lost, whatever printed after it (nvidia-smi goes on with the other GPUs' table)
-QUIET_FACT_IDS = frozenset({"broken_install", "cuda_driver_too_old", "dtype_unsupported_gpu", "cuda_error",
+# run, as a wrapper's own logger says it before it gives up (not where it says a way on: a fallback)
+QUIET_FACT_IDS = frozenset({"broken_install", "cuda_driver_too_old", "dtype_unsupported_gpu",
                             "transformers_version_mismatch", "trt_engine_version_mismatch"})
 # facts by their why that stand at WARNING level too (whatever the rest of their id's facts do): a
-# notice that the driver is out of reach is printed as a warning, and the program goes on without GPU
-QUIET_FACT_WHYS = frozenset({_NO_DRIVER_WHY})
+# notice that the driver is out of reach is printed as a warning, and the program goes on without GPU;
+# a GPU the driver lost, whatever printed after it (nvidia-smi goes on with the other GPUs' table)
+QUIET_FACT_WHYS = frozenset({_NO_DRIVER_WHY, _GPU_LOST_WHY})
 # facts a line withdraws when it says a way on: a dtype the GPU lacks, with a fallback to another
 GIVES_WAY_IDS = frozenset({"dtype_unsupported_gpu"})
 
@@ -1104,9 +1109,9 @@ def facts(window: Sequence[tuple[int, str]], known: Iterable[str], quiet: bool =
                     and (why in _TERMINAL_WHY if terminal else why not in _LAST_ONLY_WHY) \
                     and (inferred or why not in _INFERRED_WHY) and not (fid in GIVES_WAY_IDS and _WAY_ON.search(body)) \
                     and (why not in _LAST_ONLY_WHY or all(_EXIT_NOTE.search(r[3]) for r in rows[k + 1:])):
-                if why == _SIGBUS_WHY and "nccl_shm_error" in ids \
-                        and any(_NCCL_FRAME.match(r[3]) for r in rows[k + 1:k + 16]):
-                    return n, "nccl_shm_error", _SIGBUS_NCCL_WHY, t.strip()
+                for of, rx2, span, fid2, why2 in _REFINED:
+                    if why == of and fid2 in ids and any(rx2.match(r[3]) for r in rows[k + 1:k + 1 + span]):
+                        return n, fid2, why2, t.strip()
                 return n, fid, why, t.strip()
         if terminal:
             continue

@@ -226,20 +226,23 @@ def hard_wrap_width(lines: list[str]) -> int | None:
     starts = {_start_shape(body[0])} | {_start_shape(lines[k + 1]) for k in range(len(lines) - 1)
                                         if len(lines[k]) < width and lines[k + 1].strip()}
 
+    def after(k: int) -> str:
+        return lines[k + 1] if k + 1 < len(lines) else ""
+
     def piece(k: int) -> bool:
         """The line after ``k`` is no record of its own: it goes on a word or a clause (not a table's
         rule or row, not indented, not blank), unlike every start, and starts no record by its look."""
-        nxt = lines[k + 1] if k + 1 < len(lines) else ""
+        nxt = after(k)
         return (nxt[:1].isalnum() or nxt[:1] in _GOES_ON) and _start_shape(nxt) not in starts \
             and _RECORD_HEAD.match(nxt) is None
 
-    if len(at) <= 2:
-        # a short paste's one or two long lines: broken inside a word ("OpTy" / "pe=BROADCAST": it goes
-        # on in lowercase or digits) or after a space, as a terminal breaks at its width and a program
-        # never ends a record
-        def broken(k: int) -> bool:
-            nxt = lines[k + 1] if k + 1 < len(lines) else ""
-            return piece(k) and (lines[k][-1] == " " or (lines[k][-1].isalnum() and (nxt[:1].islower() or nxt[:1].isdigit())))
+    def broken(k: int) -> bool:
+        """Line ``k`` broken inside a word ("OpTy" / "pe=BROADCAST": it goes on in lowercase or digits)
+        or after a space, as a terminal breaks at its width and a program never ends a record."""
+        nxt = after(k)[:1]
+        return piece(k) and (lines[k][-1] == " " or (lines[k][-1].isalnum() and (nxt.islower() or nxt.isdigit())))
+
+    if len(at) <= 2:  # a short paste's one or two long lines: each must be broken
         return width if len(body) <= 40 and width <= _WRAP_MAX and all(broken(k) for k in at) else None
     if len(at) < 0.03 * len(body):
         return None

@@ -12,6 +12,7 @@ import re
 from typing import Sequence
 
 from . import lineprefix
+from .pyspy import COLLECTIVE_NAMES
 
 # py-spy's text dump: "    all_reduce (torch/distributed/distributed_c10d.py:3075)"
 _PYSPY = re.compile(r"^\s*(?P<fn>[\w.<>]+) \((?P<file>[^()\s]+\.py):(?P<n>\d+)\)\s*$")
@@ -19,13 +20,13 @@ _PYSPY = re.compile(r"^\s*(?P<fn>[\w.<>]+) \((?P<file>[^()\s]+\.py):(?P<n>\d+)\)
 _FAULT = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<n>\d+) in (?P<fn>[\w.<>]+)\s*$')
 # a traceback's frame: '  File "/x/distributed_c10d.py", line 2050, in all_reduce'
 _TB = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<n>\d+), in (?P<fn>[\w.<>]+)\s*$')
-# torch.distributed's collectives and point-to-point calls, as their Python functions are named
-COLLECTIVES = frozenset({
-    "all_reduce", "all_gather", "all_gather_into_tensor", "_all_gather_base", "reduce_scatter",
-    "reduce_scatter_tensor", "_reduce_scatter_base", "broadcast", "all_to_all", "all_to_all_single", "barrier",
-    "monitored_barrier", "reduce", "gather", "scatter", "send", "recv", "isend", "irecv", "batch_isend_irecv",
-    "broadcast_object_list", "all_gather_object", "gather_object", "scatter_object_list",
-})
+# torch.distributed's collectives and point-to-point calls, as their Python functions are named: the
+# live investigation's names (pyspy.py) and the ones that are too common a word to count there without
+# the file ("reduce", "gather": here a frame counts only in a torch.distributed file)
+COLLECTIVES = frozenset(COLLECTIVE_NAMES) | {
+    "_reduce_scatter_base", "all_to_all_single", "monitored_barrier", "reduce", "gather", "scatter", "isend",
+    "irecv", "batch_isend_irecv", "broadcast_object_list", "all_gather_object", "gather_object", "scatter_object_list",
+}
 _DIST_FILE = re.compile(r"(?:^|/)torch/distributed/[\w/]*\.py$|(?:^|/)distributed_c10d\.py$")
 # how deep below the innermost frame a collective may sit: torch's own wrappers and a wait inside it
 _DEPTH = 4

@@ -312,26 +312,22 @@ def test_wrapping_a_log_ourselves_is_undone(tmp_path):
     assert got[:1] == ["nccl_comm_init_failed"]
 
 
-def test_a_wrapped_native_stack_whose_pieces_start_lowercase_is_joined_back(tmp_path):
+@pytest.mark.parametrize("case, expect", [
     # held-in b/pytorch_cppo_6_tcpstore_client_timeout ends in torch's C++ frames; wrapped at 100 columns
     # every frame's tail starts "ython3.11/...", lowercase as the frames themselves: the start shape
     # alone did not tell a piece from a line, a shorter line starting unlike its predecessor does
-    lines = body("b/pytorch_cppo_6_tcpstore_client_timeout")
+    ("b/pytorch_cppo_6_tcpstore_client_timeout", "rendezvous_timeout"),
+    # held-in b/pytorch_basicsr_737_watchdog_allreduce: each record is three pieces, two of them 100
+    # wide, so half the lines at the width are followed by another at it; the pieces start unlike any
+    # record of the paste (a record starts "[rank")
+    ("b/pytorch_basicsr_737_watchdog_allreduce", "nccl_watchdog_timeout"),
+])
+def test_a_log_wrapped_at_100_columns_is_joined_back(case, expect, tmp_path):
+    lines = body(case)
     wrapped = [ln[i:i + 100] for ln in lines for i in range(0, len(ln), 100)] or [""]
     assert paste.hard_wrap_width(wrapped) == 100
     got = [f.id for f in analyse([_file(tmp_path, wrapped)]).findings if f.severity != "info"]
-    assert got[:1] == ["rendezvous_timeout"], got
-
-
-def test_wrapped_records_whose_every_piece_is_as_wide_are_joined_back(tmp_path):
-    # held-in b/pytorch_basicsr_737_watchdog_allreduce wrapped at 100 columns: each record is three
-    # pieces, two of them 100 wide, so half the lines at the width are followed by another at it; the
-    # pieces start unlike any record of the paste (a record starts "[rank")
-    lines = body("b/pytorch_basicsr_737_watchdog_allreduce")
-    wrapped = [ln[i:i + 100] for ln in lines for i in range(0, len(ln), 100)] or [""]
-    assert paste.hard_wrap_width(wrapped) == 100
-    got = [f.id for f in analyse([_file(tmp_path, wrapped)]).findings if f.severity != "info"]
-    assert got[:1] == ["nccl_watchdog_timeout"], got
+    assert got[:1] == [expect], got
 
 
 # open-r1#620 as its reporter pasted it: torch's watchdog lines broken by the terminal inside a word
