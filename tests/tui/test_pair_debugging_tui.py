@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from textual.worker import WorkerCancelled
 
 from sparktui.actions.base import ActionContext
 from sparktui.actions.lock import ClusterLock
@@ -58,9 +59,17 @@ async def until(pilot, cond, what: str, seconds: float = 10.0) -> None:
 
 async def poll_lock(app, pilot) -> None:
     app._start_lock_poll()
-    # the poll started at mount may still be running: this one replaced it (an exclusive group), and
-    # waiting on a cancelled worker raises (CI run 11, under load): wait for the ones that complete
-    await app.workers.wait_for_complete([w for w in app.workers if not w.is_cancelled])
+    # the poll started at mount may still be running, or start after this one and replace it (an
+    # exclusive group): waiting on a worker cancelled meanwhile raises (CI runs 11 and 31, under
+    # load), so wait until the group has a poll that completed and none running
+    polls = [w for w in app.workers if w.group == "lock-poll"]  # ours is registered already
+    while polls:  # a poll cancelled by a newer one: wait for the newer one
+        for worker in polls:
+            try:
+                await worker.wait()
+            except WorkerCancelled:
+                pass
+        polls = [w for w in app.workers if w.group == "lock-poll" and not w.is_finished]
     await pilot.pause()
 
 
