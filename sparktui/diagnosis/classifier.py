@@ -45,7 +45,7 @@ TAIL_LINES = 6
 _NCCL_LITERALS = (
     "NCCL version", " Init START", " Init COMPLETE", "Destroy COMPLETE", " via ", "Connected all rings",
     "Using network", "Bootstrap", "NET/IB", "opCount", "Watchdog caught", "last enqueued",
-    "Last enqueued", "ACTIVE OPS",
+    "Last enqueued", "ACTIVE OPS", "lugin",
 )
 
 
@@ -234,7 +234,7 @@ class SourceScanner:
         self._lits = self.c.literals  # shrinks when one-shot milestones are reached
         self._lits_gen = 0
         # last exception line outside a traceback: (line, text, body, continuation, code lines above it)
-        self._bare_exc: tuple[int, str, str, str, str] | None = None
+        self._bare_exc: tuple[int, str, str, str, str, str] | None = None
         # literal set -> line text seen -> _QUIET (holds none of it) or (its hits, _verdict or _UNKNOWN)
         self._seen: dict[tuple[str, ...], dict[str, object]] = {}
         self._seen_chars = 0
@@ -521,7 +521,8 @@ class SourceScanner:
                 if not b or b.startswith((TB_START, "The above exception", "During handling")):
                     break
                 more.append(b)
-            self._bare_exc = (lineno, line, body, " ".join(more), self._code_above(lines, idx))
+            self._bare_exc = (lineno, line, body, " ".join(more), self._code_above(lines, idx),
+                              self._frame_above(lines, idx))
         if "NCCL" in line:
             p = parse_nccl_line(line)
             if p is not None:
@@ -568,6 +569,18 @@ class SourceScanner:
             if b and not b.startswith("File ") and not set(b) <= {"^", "~"}:
                 code.append(b)
         return " | ".join(code[-RECENT_FRAMES:])
+
+    @staticmethod
+    def _frame_above(lines: list[str] | None, idx: int) -> str:
+        """The ``File "...", line N, in f`` line of the frame that raised a bare exception line (the
+        nearest above it), or "".  Cold path (exception lines only)."""
+        if not lines:
+            return ""
+        for x in reversed(lines[max(0, idx - 2 * RECENT_FRAMES):idx]):
+            frame = _frame_line(lineprefix.body(lineprefix.clean(x[:MAX_LINE])).strip())
+            if frame is not None:
+                return frame
+        return ""
 
     def _tracker(self, host: str, pid: int) -> RankTracker:
         key = f"{host}:{pid}"
@@ -915,10 +928,10 @@ class SourceScanner:
             return []
         if self._cause_named():
             return []  # a cause is named already; only consequences (an engine that died) leave room
-        lineno, line, body, more, code = self._bare_exc
+        lineno, line, body, more, code, frame = self._bare_exc
         if lineprefix.split(line)[0].split("|")[1:2] in (["WARNING"], ["INFO"], ["DEBUG"]):
             return []  # logged as a warning: something was handled
-        fid = default_shapes().classify_line(body, more, context=code)
+        fid = default_shapes().classify_line(body, more, frame=frame, context=code)
         if fid is None:
             return []
         f = self.raise_derived(fid, lineno, [line])

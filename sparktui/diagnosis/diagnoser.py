@@ -35,7 +35,8 @@ from .last_words import (ENGINES, INIT_FACT_IDS, NOT_PYTHON, component, earlier_
                          inferred_fact, shutdown_before, silent_facts, stopped_on_request,
                          traceback_after)
 from .milestones import Rules
-from .nccl_ranks import Behind, absent_ranks, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host, versions_differ
+from .nccl_ranks import (Behind, absent_ranks, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host,
+                         plugins_differ, versions_differ)
 from .ranking import GENERIC_IDS, rank_findings
 from .stacks import blocked
 
@@ -224,19 +225,18 @@ class Diagnoser:
                 if f:
                     out.append(f)
         out.extend(self._stacks_apart())
-        subnets = bootstrap_subnets_differ(self.trackers())
-        if subnets:
-            first = next(iter(self.scanners.values()))
-            f = first.raise_derived("wrong_network_interface", None, subnets,
-                                    title="Ranks bootstrap NCCL on different subnets")
-            if f:
-                out.append(f)
-        vs = versions_differ(self.trackers())
-        if vs:
-            first = next(iter(self.scanners.values()))
-            f = first.raise_derived("nccl_version_mismatch", None, [f"{s}: NCCL {v}" for s, v in vs.items()])
-            if f:
-                out.append(f)
+        # settings the ranks' NCCL lines show differing: (id, evidence lines or None, title)
+        ts = self.trackers()
+        vs = versions_differ(ts)
+        for fid, ev, title in (
+            ("wrong_network_interface", bootstrap_subnets_differ(ts), "Ranks bootstrap NCCL on different subnets"),
+            ("nccl_library_mismatch", plugins_differ(ts), "Ranks load different NCCL network plugins"),
+            ("nccl_version_mismatch", [f"{s}: NCCL {v}" for s, v in vs.items()] if vs else None, None),
+        ):
+            if ev and self.scanners:
+                f = next(iter(self.scanners.values())).raise_derived(fid, None, ev, title=title)
+                if f:
+                    out.append(f)
         return out
 
     def _stacks_apart(self) -> list[Finding]:

@@ -852,6 +852,7 @@ _NO_DRIVER_WHY = "the process was told no NVIDIA driver is in reach (GPU functio
 _PTX_WHY = "the driver cannot load PTX from a newer CUDA toolkit (cudaErrorUnsupportedPtxVersion)"
 _PY_NOT_FOUND_WHY = "the Python interpreter did not find the script or module it was asked to run"
 _GPU_LOST_WHY = "the driver lost the GPU (no device handle for it, fallen off the bus)"
+_NVRM_OOM_WHY = "the NVIDIA kernel driver (NVRM) could not allocate memory: the machine's memory ran out"
 _SIGBUS_WHY = "a process died of SIGBUS (a shared-memory mapping that /dev/shm could not back)"
 
 _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
@@ -859,9 +860,13 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # IB net plugin): while a communicator never finished init, the RDMA setup is what failed
     (re.compile(r"\b(?:net_ib|ibvwrap|ibvsymbols|ibvcore)(?:/\w+)?\.c[cu]?:\d+ NCCL WARN\b"),
      "nccl_ib_error", "an NCCL WARN from its RDMA (IB verbs) transport"),
-    # the driver's own allocation failure on unified memory (GB10): no "CUDA out of memory" text
-    (re.compile(r"\bNV_ERR_NO_MEMORY\b|\bNVRM\b.*(?i:out of memory|no memory|failed to allocate)"
-                r"|\bcudaErrorMemoryAllocation\b|\bCUDA_ERROR_OUT_OF_MEMORY\b"),
+    # the kernel driver's own allocation failure (NVRM, its status NV_ERR_NO_MEMORY): no "CUDA out of
+    # memory" text; the driver allocates from system memory, which on unified memory (GB10) is the
+    # GPU's too, so the machine's memory ran out, not a GPU's own
+    (re.compile(r"\bNV_ERR_NO_MEMORY\b|\bNVRM\b.*(?i:out of memory|no memory|failed to allocate)"),
+     "unified_memory_pressure", _NVRM_OOM_WHY),
+    # ... and the CUDA runtime's or driver API's status for an allocation that failed, whoever prints it
+    (re.compile(r"\bcudaErrorMemoryAllocation\b|\bCUDA_ERROR_OUT_OF_MEMORY\b"),
      "cuda_oom", "the GPU driver could not allocate memory"),
     # older NCCL wordings of /dev/shm running out
     (re.compile(r"(?i)(?:/dev/shm\b.*(?:No space left|posix_fallocate|ftruncate|too small|failed)"
@@ -1047,7 +1052,8 @@ def inferred_fact(why: str) -> bool:
 # facts that are a failure by themselves when a log ends on them, with no exception or error level
 # around them: the driver's out-of-memory status, the RDMA provider's failed completion (not NCCL's
 # own verbs WARNs: a probe for a library that is absent is one, and NCCL goes on without it)
-_TERMINAL_WHY = frozenset({"the GPU driver could not allocate memory", "the RDMA provider reported a failed work completion",
+_TERMINAL_WHY = frozenset({"the GPU driver could not allocate memory", _NVRM_OOM_WHY,
+                           "the RDMA provider reported a failed work completion",
                            "the kernel's OOM killer killed a process",
                            "a process was killed by SIGKILL (what the kernel's OOM killer sends)",
                            "a process was killed or evicted for its memory use",

@@ -57,6 +57,9 @@ _PREFIX = re.compile(
     r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (?P<raylog>[IWEFDC]) \d+ \d+\] (?P<where8>[\w./-]{1,120}:\d+): "
     # TensorFlow / XLA / absl C++ logging: "2022-06-29 12:36:12.905032: E external/.../nccl_utils.cc:245] "
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<absl>[IWEF]) (?P<where9>[\w./-]{1,200}:\d+)\] "
+    # Go's standard logger (device plugins, container toolkits, operators): "2019/09/30 14:46:49 ",
+    # with Lshortfile "... main.go:42: "
+    r"|\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?:(?P<where10>[\w./-]{1,120}\.go:\d+): )?"
     # pytest's failure report marks the exception's lines with "E" and a gutter ("E       ValueError: x")
     r"|E {2,}(?=\S))?"
 )
@@ -138,7 +141,7 @@ def split(line: str) -> tuple[str, str]:
 # the named groups, read in one call (this runs for every line that holds a scan literal)
 _GROUPS = ("actor", "mpi", "task", "host", "sgl",
            "level", "level2", "level3", "level4", "level5", "level6", "glog", "raylog", "absl",
-           "where", "where2", "where3", "where4", "where7", "where8", "where9")
+           "where", "where2", "where3", "where4", "where7", "where8", "where9", "where10")
 
 
 def _parts(m: re.Match[str]) -> tuple[str, str, str]:
@@ -146,7 +149,7 @@ def _parts(m: re.Match[str]) -> tuple[str, str, str]:
     # the actor's identity without volatile parts would be e.g. "RayWorkerWrapper pid=1234"
     actor = g[0].split(",")[0] if g[0] else (g[1] or g[2] or g[3] or g[4] or "")
     level = g[5] or g[6] or g[7] or g[8] or g[9] or g[10] or _GLOG_LEVELS.get(g[11] or g[12] or g[13] or "", "")
-    return actor, level, g[14] or g[15] or g[16] or g[17] or g[18] or g[19] or g[20] or ""
+    return actor, level, g[14] or g[15] or g[16] or g[17] or g[18] or g[19] or g[20] or g[21] or ""
 
 
 def body(line: str) -> str:

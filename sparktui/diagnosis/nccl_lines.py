@@ -98,6 +98,15 @@ _MSG_RULES: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
         ("devices",),
     ),
     ("network", re.compile(r"Using network (\S+)"), ("network",)),
+    # the network plugin (libnccl-net.so: HPC-X's SHARP, AWS OFI, ...) each process loaded, or the
+    # internal transports it fell back to when it found none
+    ("net_plugin_internal", re.compile(r"NET/Plugin ?: ?(?:Could not find\b|No plugin found\b|.{0,80}?\bUsing internal\b)"), ()),
+    (
+        "net_plugin_loaded",
+        re.compile(r"^Plugin Path ?: ?(?P<path>\S+)|NET/Plugin ?: ?Loaded net plugin (?P<name>.+?)\s*$"
+                   r"|Successfully loaded external (?:net )?plugin (?P<ext>\S+)"),
+        ("path", "name", "ext"),
+    ),
     (
         "coll",
         re.compile(
@@ -137,7 +146,8 @@ _MSG_RULES: list[tuple[str, re.Pattern[str], tuple[str, ...]]] = [
 @dataclass(frozen=True, slots=True)
 class NcclLine:
     """One parsed NCCL line.  ``kind`` names the message ("comm", "channel", "rings", "version",
-    "bootstrap", "bootstrap_no_if", "net_ib", "net_ib_none", "net_socket", "network", "coll",
+    "bootstrap", "bootstrap_no_if", "net_ib", "net_ib_none", "net_socket", "network", "net_plugin_internal",
+    "net_plugin_loaded", "coll",
     "connect_retry", "connect_failed", "peer_closed", "ib_completion", "ib_modify_qp",
     "ib_verbs_failed", "shm_failed", "truncated", "result", or "other"); ``data`` holds the
     named fields of that message (strings; absent groups are left out)."""

@@ -50,6 +50,8 @@ class RankTracker:
     version: str | None = None
     cuda: str | None = None
     network: str | None = None  # "Socket" / "IB" from "Using network X"
+    # the network plugin the process loaded (its path's file or its name), "internal" when it found none
+    net_plugin: str | None = None
     bootstrap: tuple[str, str] | None = None  # (ifname, address)
     ib_devices: str | None = None
     comms: dict[str, CommState] = field(default_factory=dict)
@@ -109,6 +111,10 @@ class RankTracker:
             self.version, self.cuda = d.get("version"), d.get("cuda")
         elif k == "network":
             self.network = d["network"]
+        elif k == "net_plugin_internal":
+            self.net_plugin = "internal"
+        elif k == "net_plugin_loaded":
+            self.net_plugin = (d.get("path") or d.get("ext") or "").rsplit("/", 1)[-1] or d.get("name", "")
         elif k == "bootstrap":
             self.bootstrap = (d["ifname"], d["address"])
         elif k == "net_ib":
@@ -370,6 +376,26 @@ def collective_mismatches(trackers: list[RankTracker]) -> list[Mismatch]:
 def versions_differ(trackers: list[RankTracker]) -> dict[str, str] | None:
     vs = {f"{t.source} ({t.host}:{min(t.pids)})" if t.pids else t.source: t.version for t in trackers if t.version}
     return vs if len(set(vs.values())) > 1 else None
+
+
+def plugins_differ(trackers: list[RankTracker]) -> list[str] | None:
+    """Evidence lines when the processes loaded different NCCL network plugins, or some one and some
+    none (HPC-X's plugin on part of the nodes): their transports need not meet, and the job hangs or
+    fails only between those nodes."""
+    seen = [t for t in trackers if t.net_plugin]
+    loaded = [t.net_plugin for t in seen if t.net_plugin != "internal"]
+    # a plugin is named by its file ("Plugin Path : ...") or by the name it reports ("Loaded net plugin
+    # NCCL RDMA Plugin (v6)"): one process may print either, so only like is compared with like
+    files = {p for p in loaded if p.endswith(".so") or ".so." in p}
+    names = set(loaded) - files
+    if not ((loaded and len(loaded) < len(seen)) or len(files) > 1 or len(names) > 1):
+        return None
+    return [f"{t.source} ({t.host}:{min(t.pids)}): {_plugin_words(t.net_plugin)}" if t.pids
+            else f"{t.source}: {_plugin_words(t.net_plugin)}" for t in seen]
+
+
+def _plugin_words(plugin: str | None) -> str:
+    return "no network plugin (NCCL's internal transports)" if plugin == "internal" else f"network plugin {plugin}"
 
 
 def bootstrap_subnets_differ(trackers: list[RankTracker]) -> list[str] | None:

@@ -9,6 +9,7 @@ each joined line under the number of its first piece):
   a margin on every line           a quote's "> ", a forum post's indent (lineprefix.paste_margin)
   a stamp on every line            a time of day, one tag word, line numbers counting up
   a terminal's hard wrap           lines broken at its width, joined back
+  a table's wrapped last column    Triton's model table, its status text on rows of blank cells
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Paste:
         self.margin = ""
         self.stamp: re.Pattern[str] | None = None
         self.wrap: int | None = None
+        self.cells = False
         self._held: tuple[int, str] | None = None
         self._lines = 0  # the file's lines read so far
 
@@ -60,14 +62,20 @@ class Paste:
         self.stamp = paste_prefix(first)
         first = strip_prefix(first, self.stamp)
         self.wrap = hard_wrap_width(first)
+        self.cells = table_cells(first)
         self._read = True
         return first
 
     def feed(self, chunk: list[str]) -> None:
         lines = self._read_shapes(chunk) if not self._read else self._shape(chunk)
-        if self.wrap:
+        if self.wrap or self.cells:
             # joined lines keep the number of their first piece in the file
-            numbered, self._held = unwrap(lines, self.wrap, self._lines + 1, self._held)
+            if self.wrap:
+                numbered, self._held = unwrap(lines, self.wrap, self._lines + 1, self._held)
+            else:
+                numbered = list(enumerate(lines, self._lines + 1))
+            if self.cells:
+                numbered = join_cells(numbered)
             for n, run in runs(numbered):
                 self._feed(run, first_lineno=n)
         else:
@@ -114,6 +122,7 @@ def from_docker_json(lines: list[str]) -> list[str]:
 # "node-a> "), or line numbers counting up (`cat -n`'s "     12\t", an editor's "12: ").  Read off
 # a whole paste like its margin: only where nearly every line carries it.
 _TIME_OF_DAY = re.compile(r"^\[?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?\]? ")
+_BULLET = re.compile(r"^[*+-] (?=\S)")  # a paste turned into a markdown list, one bullet a line
 _TAG_END = re.compile(r"(?:\]:? |: | \| |> )")
 _PREFIX_SHARE = 0.9
 _LINE_NUMBER = re.compile(r"^\s{0,8}(\d{1,7})(?:\t| \| |: | {2})")
@@ -123,6 +132,8 @@ def paste_prefix(lines: list[str]) -> re.Pattern[str] | None:
     """A stamp every line of a paste starts with that the known prefixes do not read (``_PREFIX``),
     as a pattern to strip, or None.  Offline only, on the first chunk of a file (after its margin)."""
     body = [ln for ln in lines[:400] if ln.strip()]
+    if len(body) == 1 and body[0].lstrip().startswith("1\t"):
+        return _LINE_NUMBER  # `cat -n` of a one-line file
     if len(body) < 2:
         return None
     numbers = [int(m.group(1)) for m in map(_LINE_NUMBER.match, body) if m is not None]
@@ -133,7 +144,7 @@ def paste_prefix(lines: list[str]) -> re.Pattern[str] | None:
     if len(body) < 3:
         return None
     need = max(3, int(len(body) * _PREFIX_SHARE + 0.999))
-    cands: list[re.Pattern[str]] = [_TIME_OF_DAY]
+    cands: list[re.Pattern[str]] = [_TIME_OF_DAY, _BULLET]
     head = body[0]
     for m in _TAG_END.finditer(head[:48]):
         tag = head[:m.end()]
@@ -278,6 +289,48 @@ def unwrap(lines: list[str], width: int, first: int,
             continue
         out.append((n, ln))
     return out, held
+
+
+# a table that wraps a long cell of its last column onto the next rows, every other cell blank (Triton's
+# model-status table: "| tensorrt_llm | 1 | UNAVAILABLE: ... [TensorRT-LLM][ERRO |", then "|   |   | R]
+# Assertion failed: ... |"): the text is left-aligned (one space after the bar); a right-aligned value
+# under blank cells (nvidia-smi's "|        |        |     N/A |") is a row of its own
+_CELL_ROW = re.compile(r"^\|(?:\s*\|)+ (?P<text>\S.*?)(?P<end>\s+\||\s*)$")
+
+
+def _cell_piece(prev: str, line: str) -> re.Match[str] | None:
+    """The text ``line`` carries on from the last cell of ``prev`` (a row ending in a bar), or None.
+    Both are read behind a log prefix (a compose service, a timestamp) when they have one."""
+    if "|" not in line[:1] and "| |" not in line and "|  " not in line:
+        return None
+    body = line if line[:1] == "|" else lineprefix.split(lineprefix.clean(line))[1]
+    m = _CELL_ROW.match(body) if body[:1] == "|" else None
+    if m is None or not prev.rstrip().endswith("|"):
+        return None
+    head = prev if prev[:1] in "|+" else lineprefix.split(lineprefix.clean(prev))[1]
+    return None if head.lstrip()[:2] in ("+-", "+=") else m
+
+
+def table_cells(lines: list[str]) -> bool:
+    """Whether a paste holds a table whose last column wraps onto rows of blank cells."""
+    return any(_cell_piece(a, b) is not None for a, b in zip(lines, lines[1:]) if "|" in b)
+
+
+def join_cells(numbered: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Each wrapped cell's pieces joined to the row it started on (under that row's number).  A piece
+    that filled its cell (one space before the bar) was cut at the column's width, mid-word: joined
+    as it is; a shorter one ended a word: joined with a space."""
+    out: list[tuple[int, str]] = []
+    for n, ln in numbered:
+        piece = _cell_piece(out[-1][1], ln) if out else None
+        if piece is None:
+            out.append((n, ln))
+            continue
+        n0, prev = out[-1]
+        head = prev.rstrip()[:-1]  # the row without its closing bar
+        filled = head.endswith(" ") and not head.endswith("  ")
+        out[-1] = (n0, head.rstrip() + ("" if filled else " ") + piece.group("text") + piece.group("end"))
+    return out
 
 
 def runs(numbered: list[tuple[int, str]]) -> list[tuple[int, list[str]]]:

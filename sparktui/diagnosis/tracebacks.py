@@ -37,6 +37,8 @@ _NEW_RECORD = re.compile(
     r"|\(\w[^()]*pid=\d+"
     r")"
 )
+# what an exception line starts with: a (dotted) class name, then ":" or the end of the line
+_EXC_HEAD = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Timeout|Fault|Exc)\w*(?::|$)")
 MAX_TB_LINES = 4000  # bounded work: a runaway "traceback" ends here
 MAX_MSG_LINES = 60  # continuation lines after the exception line (C++ frames not counted)
 KEEP_MSG_LINES = 8
@@ -84,7 +86,15 @@ class TracebackTracker:
             if not stripped:
                 return OWN
             indent = len(body) - len(body.lstrip(" \t"))
-            if body[0] in " \t" and not (0 < indent < self._file_indent and not stripped.startswith("File ")):
+            # a traceback pasted without its indentation (a forum or an issue form stripped it): its
+            # frames are at the margin, each "File" line followed by its code line, not an exception
+            flat = body[0] not in " \t" and (
+                (stripped.startswith('File "') and ", line " in stripped)
+                or (self._file_indent == 0 and (set(stripped) <= {"^", "~", " "}
+                                                or self._pending_file and _EXC_HEAD.match(stripped) is None)))
+            if flat and self._file_indent < 0:
+                self._file_indent = 0
+            if flat or body[0] in " \t" and not (0 < indent < self._file_indent and not stripped.startswith("File ")):
                 # (a line indented less than the frames is the exception line of a traceback quoted
                 # whole with an indent, as torchelastic's failure summary prints it)
                 if stripped.startswith("File "):

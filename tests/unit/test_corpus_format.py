@@ -35,7 +35,8 @@ def test_every_case_is_well_formed_and_names_known_ids():
         assert head.get("cause"), c.name
         assert set(c.expect) <= known, (c.name, set(c.expect) - known)
         body = c.files[0].read_text(errors="replace").splitlines()[len(head):]
-        assert len([l for l in body if l.strip()]) >= 2, c.name
+        # at least the line a user pasted: a thread's one error line is a shape users bring too
+        assert len([l for l in body if l.strip()]) >= 1, c.name
     assert sum(c.healthy for c in cases) >= 60
 
 

@@ -45,6 +45,24 @@ def test_c_plus_plus_logger_letters_are_log_levels(line, level):
     assert sig.split("|")[1] == level
 
 
+def test_gos_standard_logger_stamp_is_a_prefix_and_a_date_in_prose_is_not():
+    # Go's log package (device plugins, the container toolkit): "2019/09/30 14:46:49 " and Lshortfile
+    assert lineprefix.split("2019/09/30 14:46:49 Failed to start the device plugin.")[1] == \
+        "Failed to start the device plugin."
+    assert lineprefix.split("2021/04/02 10:01:02.123456 main.go:88: Loading NVML") == ("||main.go:88", "Loading NVML")
+    assert lineprefix.split("2019/09/30 was the day we upgraded")[1] == "2019/09/30 was the day we upgraded"
+
+
+def test_a_go_programs_last_failure_behind_its_stamp_is_not_silent():
+    stamp = "2019/09/30 14:46:4{} "
+    failing = [stamp.format(1) + "Loading NVML", stamp.format(2) + "Starting the plugin server.",
+               stamp.format(3) + "Failed to start the plugin server."]
+    assert _named(failing) == ["unrecognised_failure"]
+    # the same program starting and serving: nothing
+    healthy = failing[:2] + [stamp.format(3) + "Registered device plugin with Kubelet"]
+    assert _named(healthy) == []
+
+
 def test_pytest_failure_gutter_is_a_prefix_and_prose_starting_with_e_is_not():
     assert lineprefix.split("E           OSError: gpt3-tiny is not a local folder")[1] == \
         "OSError: gpt3-tiny is not a local folder"

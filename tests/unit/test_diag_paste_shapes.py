@@ -163,7 +163,7 @@ def test_a_structured_application_log_is_not_taken_for_docker_json():
 
 
 # ------------------------------------------------------------------- a stamp on every line
-@pytest.mark.parametrize("stamp", ["19:11:29 ", "[19:11:29.120] ", "[worker]: ", "node-a> "])
+@pytest.mark.parametrize("stamp", ["19:11:29 ", "[19:11:29.120] ", "[worker]: ", "node-a> ", "* ", "- "])
 def test_a_stamp_on_every_line_is_read_off_the_paste(stamp, tmp_path):
     lines = body("a/vllm_vllm_8422_llm_class_stuck_after_init_complete")
     stamped = [stamp + t for t in lines]

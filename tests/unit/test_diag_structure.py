@@ -444,9 +444,12 @@ def test_a_launcher_signalling_the_other_ranks_is_teardown_not_a_shutdown_reques
     ("[2026-04-22 21:34:20] mt-l-x86iavx512-45-172-t4-4-csmpw-runner-g4sfw-workflow:202016:202235 [0] "
      "misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-WU88OE to 9637892 bytes, error: No space "
      "left on device (28)", "nccl_shm_error"),
-    # the driver's own status for a failed allocation (NVRM's format, as dmesg shows it): no CUDA OOM text
+    # the kernel driver's own status for a failed allocation (NVRM's format, as dmesg shows it): no CUDA
+    # OOM text; the driver allocates from system memory, on GB10 the GPU's too (a/spark_vllm_54200)
     ("[70517.822257] NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) "
-     "returned from _memdescAllocInternal(pMemDesc) @ mem_desc.c:1353", "cuda_oom"),
+     "returned from _memdescAllocInternal(pMemDesc) @ mem_desc.c:1353", "unified_memory_pressure"),
+    # ... and the CUDA runtime's status for an allocation that failed, whoever prints it
+    ("[E] cudaMalloc of 2147483648 bytes failed: cudaErrorMemoryAllocation (out of memory)", "cuda_oom"),
     # exc_shapes.toml's bf16 message (vLLM's ValueError), printed by a wrapper's logger at ERROR instead
     ("ERROR 06-04 22:38:36 [engine.py:458] Bfloat16 is only supported on GPUs with compute capability of at least "
      "8.0. Your Tesla T4 GPU has compute capability 7.5.", "dtype_unsupported_gpu"),
