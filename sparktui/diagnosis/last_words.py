@@ -929,9 +929,10 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
                 r"|\boperator [\w:.]+ does not exist\b|\bUnknown builtin op: \S+|(?i:\bNo such operator) \S+"),
      "broken_install", "an operator missing from the installed build"),
     # a dtype the GPU (or its compute capability) cannot run
-    (re.compile(r"(?i)\b(?:bf16|bfloat16|fp8|float8)\b[^.\n]{0,80}\b(?:not supported|only supported|unsupported|requires)\b"
-                r"[^.\n]{0,60}\b(?:GPU|device|compute capability|hardware|platform|sm_?\d+)"
-                r"|\b(?:GPU|device|hardware)\b[^.\n]{0,60}\bdoes not support\b[^.\n]{0,20}\b(?:bf16|bfloat16|fp8|float8)\b"),
+    # (the fp8 and fp4 formats by their kernels' names too: "fp8e4nv", "WFP4A16", "mxfp4")
+    (re.compile(r"(?i)\b(?:bf16|bfloat16|fp8\w*|float8\w*|w?(?:mx|nv)?fp4\w*)\b[^.\n]{0,80}\b(?:not supported|only supported|unsupported|requires)\b"
+                r"[^.\n]{0,60}\b(?:GPU|device|compute capability|hardware|platform|architecture|sm_?\d+)"
+                r"|\b(?:GPU|device|hardware)\b[^.\n]{0,60}\bdoes not support\b[^.\n]{0,20}\b(?:bf16|bfloat16|fp8\w*|float8\w*)\b"),
      "dtype_unsupported_gpu", "a dtype this GPU does not support"),
     # a check of the launched ranks against the parallel layout, in whichever runtime's words: the
     # MPI/world size (or rank count) compared with tp*pp, or the ranks asked for beyond those launched

@@ -410,6 +410,10 @@ def bootstrap_subnets_differ(trackers: list[RankTracker]) -> list[str] | None:
         nets.add(".".join(parts[:3]))
     if len(nets) < 2:
         return None
+    # one interface name everywhere inside one /16: a cluster fabric wider than a /24 (each rack or
+    # pod its own /24), not a rank on another network
+    if len({ifn for _, (ifn, _) in seen}) == 1 and len({".".join(n.split(".")[:2]) for n in nets}) == 1:
+        return None
     return [f"rank {t.rank} ({t.source}): bootstrap on {ifn}:{addr}" for t, (ifn, addr) in seen]
 
 

@@ -246,3 +246,50 @@ def test_a_one_line_file_numbered_by_cat_is_read_and_a_line_starting_with_1_is_n
     rx = paste.paste_prefix(["     1\t" + line])
     assert rx is not None and paste.strip_prefix(["     1\t" + line], rx) == [line]
     assert paste.paste_prefix(["1 rank of 2 joined"]) is None
+
+
+# ------------------------------------------------------------------ a fabric wider than a /24
+
+def test_one_interface_across_a_16_is_one_fabric_and_two_interfaces_on_two_nets_are_not():
+    from sparktui.diagnosis import Diagnoser
+
+    def subnets(a: str, b: str) -> list:
+        dg = Diagnoser()
+        dg.feed_lines("n1.log", [f"r7i4n1:77231:77231 [0] NCCL INFO Bootstrap : Using [0]{a}<0>"])
+        dg.feed_lines("n2.log", [f"r8i5n2:15801:15801 [3] NCCL INFO Bootstrap : Using [0]{b}<0>"])
+        dg.finish()
+        return [f for f in dg.findings if f.id == "wrong_network_interface"]
+
+    # a healthy 16-node run (bigscience, held-in): ib0 on every node, racks in their own /24 of 10.148/16
+    assert subnets("ib0:10.148.0.76", "ib0:10.148.4.37") == []
+    # the management port on one node, the fabric on the other
+    assert len(subnets("enP7s7:10.148.0.76", "ib0:10.148.4.37")) == 1
+    # one interface name, two unrelated networks
+    assert len(subnets("eth0:10.148.0.76", "eth0:192.168.4.37")) == 1
+
+
+# ------------------------------------------------------------------ the third batch's readings
+
+@pytest.mark.parametrize("rel, fid", [
+    ("a/trtllm_gpustack_perf-lab-gpt-oss-120b-a100_wfp4a16_moe_unsupported_sm80", "dtype_unsupported_gpu"),
+    ("a/sglang_gpustack_perf-lab-glm46-a100_fp8e4nv_unsupported_sm80", "dtype_unsupported_gpu"),
+    ("b/accelerate_accelerate_troubleshooting_broadcast_shape_mismatch_across_ranks", "nccl_collective_mismatch"),
+    ("b/megatron_bigscience_tr11-176b_chronicles_gpu_hardware_crash", "cuda_error"),
+    ("b/nvidia-container-toolkit_cloud-native-docs_troubleshooting_nvml_unknown_error_daemon_reload", "no_gpu_visible"),
+    ("b/pytorch_ml-engineering_nvidia-debug_uncorrectable_sram_ecc_gpu", "cuda_error"),
+])
+def test_third_batch_held_in_excerpts_name_their_cause(rel, fid):
+    assert named(held_in(rel))[:1] == [fid]
+
+
+@pytest.mark.parametrize("line", [
+    # an fp8 format a kernel supports, and a KV cache dtype named
+    "Using fp8e4nv for the KV cache (supported on sm_89 and newer)",
+    "INFO [model_runner.py:120] Using FP8 KV cache dtype fp8_e4m3",
+    # shapes compared and equal
+    "All shapes across devices match: [1, 5]",
+    # NVML coming up
+    "Initialized NVML: driver 580.95.05",
+])
+def test_third_batch_benign_lines_name_nothing(line):
+    assert not set(_ids([line])) & {"dtype_unsupported_gpu", "nccl_collective_mismatch", "cuda_error", "no_gpu_visible"}
