@@ -99,7 +99,8 @@ _LEVEL_WORD = re.compile(
     # a program's or function's own "name: error: ..." (argparse, GNU tools, C libraries' "func: failed to")
     # (capitalised too: "nvidia-smi: Unable to determine the device handle for GPU ...: Unknown Error";
     # not after a lower level's word: "Warning: unable to ...")
-    r"|^(?!(?:Warning|WARNING|Warn|WARN|Note|NOTE|Info|INFO|Hint|Notice|Tip|Debug|DEBUG):)(?:[\w.:/-]{1,80}: ){1,2}"
+    # (a Windows path as the tag too: "d:\a\src\ggml-cuda\mmv.cu:57: ERROR: ...")
+    r"|^(?!(?:Warning|WARNING|Warn|WARN|Note|NOTE|Info|INFO|Hint|Notice|Tip|Debug|DEBUG):)(?:[\w.:/\\-]{1,200}: ){1,2}"
     r"(?:(?:initiali[sz]ation|internal|runtime|fatal) )?(?:error|fatal|ERROR|FATAL|[Ff]ailed to|[Uu]nable to|[Cc]annot)\b"
     # TensorRT's error record without its logger's tag: "4: [runtime.cpp::...::50] Error Code 4: Internal Error (...)"
     r"|^(?:\d{1,3}: )?\[[^\]\n]{1,300}\] Error Code \d{1,3}: "
@@ -311,7 +312,7 @@ def read_line(level: str, body: str, inferred: bool = True) -> tuple[str, str, s
         return "error line", "", body
     w = _LEVEL_WORD.match(body)
     if w is not None:
-        return "error line", "", body[w.end():].strip() or body
+        return "error line", "", body[w.end():].lstrip(":").strip() or body
     return None
 
 

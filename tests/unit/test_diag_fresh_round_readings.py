@@ -293,3 +293,19 @@ def test_third_batch_held_in_excerpts_name_their_cause(rel, fid):
 ])
 def test_third_batch_benign_lines_name_nothing(line):
     assert not set(_ids([line])) & {"dtype_unsupported_gpu", "nccl_collective_mismatch", "cuda_error", "no_gpu_visible"}
+
+
+# ------------------------------------------------------------------ a Windows path as a program's tag
+
+@pytest.mark.parametrize("path", [r"d:\a\koboldcpp\ggml\src\ggml-cuda\mmv.cu", "/a/koboldcpp/ggml/src/ggml-cuda/mmv.cu"])
+def test_a_source_files_error_line_is_a_failure_whatever_the_path_looks_like(path):
+    # ggml's "file:line: ERROR: ..." (held-in koboldcpp#1362 built on Windows), with the catalogue off:
+    # the structure alone says the program failed, and the title keeps the message whole
+    from sparktui.diagnosis import last_words as lw
+
+    line = f"{path}:57: ERROR: CUDA kernel mul_mat_vec has no device code compatible with CUDA arch 500."
+    got = lw.failure(list(enumerate(["ggml_cuda_init: found 1 CUDA devices:", line], 1)))
+    assert got is not None and got.kind == "error line" and got.message.startswith("CUDA kernel mul_mat_vec")
+    # a Windows path in a line that reports no failure
+    assert lw.failure(list(enumerate(["ggml_cuda_init: found 1 CUDA devices:",
+                                      rf"{path}:57: loaded 12 kernels"], 1))) is None
