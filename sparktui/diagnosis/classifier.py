@@ -521,8 +521,7 @@ class SourceScanner:
                 if not b or b.startswith((TB_START, "The above exception", "During handling")):
                     break
                 more.append(b)
-            self._bare_exc = (lineno, line, body, " ".join(more), self._code_above(lines, idx),
-                              self._frame_above(lines, idx))
+            self._bare_exc = (lineno, line, body, " ".join(more), *self._frames_above(lines, idx))
         if "NCCL" in line:
             p = parse_nccl_line(line)
             if p is not None:
@@ -558,29 +557,20 @@ class SourceScanner:
                     self._prune_literals()
 
     @staticmethod
-    def _code_above(lines: list[str] | None, idx: int) -> str:
-        """The code lines of the traceback frames just above a bare exception line (its header cut
-        off), oldest first: what the raising code was checking.  Cold path (exception lines only)."""
+    def _frames_above(lines: list[str] | None, idx: int) -> tuple[str, str]:
+        """The traceback frames just above a bare exception line (its header cut off): their code
+        lines, oldest first (what the raising code was checking), and the nearest ``File "...", line
+        N, in f`` line (the frame that raised it), or "".  Cold path (exception lines only)."""
         if not lines:
-            return ""
+            return "", ""
         code: list[str] = []
+        frame = ""
         for x in lines[max(0, idx - 2 * RECENT_FRAMES):idx]:
             b = lineprefix.body(lineprefix.clean(x[:MAX_LINE])).strip()
+            frame = _frame_line(b) or frame
             if b and not b.startswith("File ") and not set(b) <= {"^", "~"}:
                 code.append(b)
-        return " | ".join(code[-RECENT_FRAMES:])
-
-    @staticmethod
-    def _frame_above(lines: list[str] | None, idx: int) -> str:
-        """The ``File "...", line N, in f`` line of the frame that raised a bare exception line (the
-        nearest above it), or "".  Cold path (exception lines only)."""
-        if not lines:
-            return ""
-        for x in reversed(lines[max(0, idx - 2 * RECENT_FRAMES):idx]):
-            frame = _frame_line(lineprefix.body(lineprefix.clean(x[:MAX_LINE])).strip())
-            if frame is not None:
-                return frame
-        return ""
+        return " | ".join(code[-RECENT_FRAMES:]), frame
 
     def _tracker(self, host: str, pid: int) -> RankTracker:
         key = f"{host}:{pid}"

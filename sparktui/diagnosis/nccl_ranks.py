@@ -374,7 +374,7 @@ def collective_mismatches(trackers: list[RankTracker]) -> list[Mismatch]:
 
 
 def versions_differ(trackers: list[RankTracker]) -> dict[str, str] | None:
-    vs = {f"{t.source} ({t.host}:{min(t.pids)})" if t.pids else t.source: t.version for t in trackers if t.version}
+    vs = {_who(t): t.version for t in trackers if t.version}
     return vs if len(set(vs.values())) > 1 else None
 
 
@@ -390,12 +390,13 @@ def plugins_differ(trackers: list[RankTracker]) -> list[str] | None:
     names = set(loaded) - files
     if not ((loaded and len(loaded) < len(seen)) or len(files) > 1 or len(names) > 1):
         return None
-    return [f"{t.source} ({t.host}:{min(t.pids)}): {_plugin_words(t.net_plugin)}" if t.pids
-            else f"{t.source}: {_plugin_words(t.net_plugin)}" for t in seen]
+    return [f"{_who(t)}: " + ("no network plugin (NCCL's internal transports)" if t.net_plugin == "internal"
+                              else f"network plugin {t.net_plugin}") for t in seen]
 
 
-def _plugin_words(plugin: str | None) -> str:
-    return "no network plugin (NCCL's internal transports)" if plugin == "internal" else f"network plugin {plugin}"
+def _who(t: RankTracker) -> str:
+    """A process in evidence: its source, and its host and pid where NCCL printed them."""
+    return f"{t.source} ({t.host}:{min(t.pids)})" if t.pids else t.source
 
 
 def bootstrap_subnets_differ(trackers: list[RankTracker]) -> list[str] | None:

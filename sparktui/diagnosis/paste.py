@@ -301,7 +301,7 @@ _CELL_ROW = re.compile(r"^\|(?:\s*\|)+ (?P<text>\S.*?)(?P<end>\s+\||\s*)$")
 def _cell_piece(prev: str, line: str) -> re.Match[str] | None:
     """The text ``line`` carries on from the last cell of ``prev`` (a row ending in a bar), or None.
     Both are read behind a log prefix (a compose service, a timestamp) when they have one."""
-    if "|" not in line[:1] and "| |" not in line and "|  " not in line:
+    if line[:1] != "|" and "| |" not in line and "|  " not in line:  # cheap gate: no bar that can open a cell
         return None
     body = line if line[:1] == "|" else lineprefix.split(lineprefix.clean(line))[1]
     m = _CELL_ROW.match(body) if body[:1] == "|" else None

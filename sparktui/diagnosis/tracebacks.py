@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from . import lineprefix
+from .exc_shapes import parse as parse_exception
 
 OWN, FOREIGN, END = 0, 1, 2
 
@@ -37,8 +38,6 @@ _NEW_RECORD = re.compile(
     r"|\(\w[^()]*pid=\d+"
     r")"
 )
-# what an exception line starts with: a (dotted) class name, then ":" or the end of the line
-_EXC_HEAD = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Timeout|Fault|Exc)\w*(?::|$)")
 MAX_TB_LINES = 4000  # bounded work: a runaway "traceback" ends here
 MAX_MSG_LINES = 60  # continuation lines after the exception line (C++ frames not counted)
 KEEP_MSG_LINES = 8
@@ -91,7 +90,7 @@ class TracebackTracker:
             flat = body[0] not in " \t" and (
                 (stripped.startswith('File "') and ", line " in stripped)
                 or (self._file_indent == 0 and (set(stripped) <= {"^", "~", " "}
-                                                or self._pending_file and _EXC_HEAD.match(stripped) is None)))
+                                                or self._pending_file and parse_exception(stripped) is None)))
             if flat and self._file_indent < 0:
                 self._file_indent = 0
             if flat or body[0] in " \t" and not (0 < indent < self._file_indent and not stripped.startswith("File ")):
