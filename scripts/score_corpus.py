@@ -19,8 +19,8 @@ the scores about a point high.  ``--with-headers`` feeds the files whole (the fo
 
 ``--part frozen`` scores the frozen held-out set (tests/fixtures/corpus-frozen/, see its README): a
 set that rule writers never read.  For it only aggregate and per-cause numbers are printed, plus the
-count of failing cases with no finding at all ("silent failures"); no case names, lines or misses
-(``--misses`` is refused).  Its files carry one more header, ``# thread:``, stripped like the others.
+count of failing cases with no finding at all ("silent failures") and, per finding id, how many healthy
+cases raised it as an error ("false alarms"); no case names, lines or misses (``--misses`` is refused).  Its files carry one more header, ``# thread:``, stripped like the others.
 """
 
 from __future__ import annotations
@@ -147,6 +147,12 @@ def score(cases: list[Case]) -> dict:
         row["top1"] += t
         row["silent"] += not named
     clean = sum(1 for c in healthy if not any(f.endswith(":error") for f in c.found))
+    # which error findings healthy cases raised: per finding id, like the per-cause rows (the frozen
+    # set's false alarms can be chased without reading its cases)
+    alarms: dict[str, int] = defaultdict(int)
+    for c in healthy:
+        for fid in {f.split(":")[0] for f in c.found if f.endswith(":error")}:
+            alarms[fid] += 1
     silent = sum(1 for c in fail if not _named(c, facts))
     return {
         "cases": len(cases), "failures": len(fail), "healthy": len(healthy),
@@ -154,6 +160,7 @@ def score(cases: list[Case]) -> dict:
         "top1": round(top_ok / len(fail), 3) if fail else None,
         "healthy_clean": f"{clean}/{len(healthy)}",
         "silent_failures": silent,
+        "false_alarms": dict(sorted(alarms.items(), key=lambda kv: (-kv[1], kv[0]))),
         "per_cause": dict(sorted(per.items(), key=lambda kv: (-kv[1]["n"], kv[0]))),
     }
 
@@ -197,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
             for cause, row in r["per_cause"].items():
                 print(f"    {cause:<32} {row['any']:>3}/{row['n']:<3} any   {row['top1']:>3}/{row['n']:<3} top-1"
                       + (f"   {row['silent']} silent" if row["silent"] else ""))
+            if r["false_alarms"]:
+                print("    false alarms on healthy cases: "
+                      + ", ".join(f"{fid} x{n}" for fid, n in r["false_alarms"].items()))
     if args.misses:
         facts = _info_ids()
         for c in cases:

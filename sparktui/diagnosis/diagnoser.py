@@ -31,8 +31,8 @@ from .catalogue import Catalogue, default_catalogue
 from .classifier import SourceScanner
 from .end_phase import default_end_phases
 from .exc_shapes import default_shapes
-from .last_words import (ENGINES, INIT_FACT_IDS, NOT_PYTHON, component, earlier_failure, facts, failure,
-                         inferred_fact, shutdown_before, silent_facts, stopped_on_request,
+from .last_words import (ENGINES, INIT_FACT_IDS, NOT_PYTHON, component, earlier_failure, facts, failure, failures_above,
+                         inferred_fact, quiet_cause, shutdown_before, silent_facts, stopped_on_request,
                          traceback_after)
 from .milestones import Rules
 from .nccl_ranks import (Behind, absent_ranks, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host,
@@ -384,7 +384,27 @@ class Diagnoser:
         if not any(id(f) not in weak for f in out) and not any(f.severity != "info" for f in every):
             out += self._earlier_failures(skip=spoke)
         if not out and not any(f.severity != "info" or f.id == "shutdown_requested" for f in every):
+            out += self._quiet_words()
+        if not out and not any(f.severity != "info" or f.id == "shutdown_requested" for f in every):
             out += self._stopped_on_request()
+        return out
+
+    def _quiet_words(self) -> list[Finding]:
+        """Nothing failed by its shape anywhere: a source's last lines read by the exception table's
+        shapes whatever level they were logged at (a warning that a version is incompatible, an INFO
+        line that no GPU was found, a plain line that the collectives differ).  Said as a warning: the
+        program may have gone on; the words name what a user should look at first."""
+        ents = self.catalogue.entries
+        shapes = default_shapes()
+        out: list[Finding] = []
+        for sc in self.scanners.values():
+            got = quiet_cause(list(sc.window), shapes.classify)
+            if got is None or got[1] not in ents or got[1] in GENERIC_IDS or ents[got[1]].consequence:
+                continue
+            n, fid, text = got
+            f = sc.raise_derived(fid, n, [f"the last lines name it, below error level: {text}"], severity="warning")
+            if f:
+                out.append(f)
         return out
 
     def _stopped_on_request(self) -> list[Finding]:
@@ -514,6 +534,16 @@ class Diagnoser:
                                          evidence=(f"the error it ended with: {lw.text}", *f.evidence))
                 out.append(sc.findings[k])
                 continue
+            above = self._cause_above(window, lw)
+            if above is not None:
+                # the last words name nothing, a failure line above them does (by the exception
+                # table's shapes): that is what went wrong, the last words its consequence
+                n, fid, text = above
+                f = sc.raise_derived(fid, n, [f"a failure above the last words: {text}",
+                                              f"last words ({lw.kind}), line {lw.line}: {lw.text}"], severity=sev)
+                if f:
+                    out.append(f)
+                continue
             comp = component(lw, window)
             if lw.kind == "process death" and comp in ENGINES and "engine_dead" in ents \
                     and not any(f.severity != "info" for f in sc.findings):
@@ -573,6 +603,19 @@ class Diagnoser:
             if f:
                 out.append(f)
         return out
+
+    def _cause_above(self, window, lw) -> tuple[int, str, str] | None:
+        """(line, finding id, text) of the nearest failure line above the last words ``lw`` that the
+        exception table names a cause by (its class and message, or an error line's message), or None."""
+        ents = self.catalogue.entries
+        shapes = default_shapes()
+        for up in failures_above(window, lw.line):
+            if up.kind not in ("exception", "error line"):
+                continue
+            fid = shapes.classify(up.exc_class, up.message) if up.exc_class else shapes.classify("", up.message)
+            if fid is not None and fid in ents and fid not in GENERIC_IDS and not ents[fid].consequence:
+                return up.line, fid, up.text
+        return None
 
     def _fact_on(self, sc, line: int) -> int | None:
         """The index in ``sc.findings`` of an info fact raised on ``line`` that can be what a program

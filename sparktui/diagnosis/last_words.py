@@ -161,7 +161,8 @@ _DEATH_WORDS = (
 # lines); read as last words, but as structure alone (``LastWords.weak``: a warning)
 _DEATH_INFERRED = (
     r"\b(?:terminated|exited|stopped|crashed|quit) unexpectedly\b|\b[Tt]ermination is unexpected\b"
-    r"|\bKilled process \d+\b|\boom-kill(?:er)?\b|\boom_reaper\b"
+    # (older kernels: "Kill process 62685 (bash) score 0 or sacrifice child")
+    r"|\bKill(?:ed)? process \d+\b|\boom-kill(?:er)?\b|\boom_reaper\b"
 )
 _DEATH = re.compile(rf"(?:^Killed\b|\bKilled\s*$|^Aborted(?!\s+\w)|{_DEATH_WORDS}|{_DEATH_INFERRED})")
 # the deaths a line says by itself (a signal, a core dump, the shell's "Killed"): an error
@@ -559,6 +560,42 @@ def earlier_failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
     if found is None or shutdown_before(window, found.line) is not None:
         return None
     return found
+
+
+def failures_above(window: Sequence[tuple[int, str]], line: int) -> list[LastWords]:
+    """The failure shapes of the lines above ``line`` (the last words), nearest first: where a log's
+    last words are a consequence (an exit status, "initialization failed", a death) the line that
+    says what went wrong is often further up.  Teardown noise and tracebacks handled at WARNING are
+    skipped as in ``failure``."""
+    lines = _nonblank(window)
+    noise = teardown(lines) | _handled_tracebacks(lines)
+    out: list[LastWords] = []
+    for n, t, level, body in reversed(lines):
+        if n >= line or n in noise:
+            continue
+        got = read_line(level, body)
+        if got is not None:
+            out.append(LastWords(n, t.strip(), *got))
+    return out
+
+
+def quiet_cause(window: Sequence[tuple[int, str]], classify) -> tuple[int, str, str] | None:
+    """(line, finding id, text) of the last line among the last ``LAST`` whose words ``classify``
+    (the exception table: class and message, or a message alone) names, at whatever level it was
+    logged; a stop someone asked for before it, or a line that says a way on, names nothing."""
+    lines = _nonblank(window)
+    noise = teardown(lines)
+    for n, t, level, body in reversed([x for x in lines if x[0] not in noise][-LAST:]):
+        # (not what a logger printed at INFO/DEBUG, a status report; not a library's probe that its
+        # caller goes on past: torch's "[W socket.cpp]" retries, NCCL's INFO and WARN lines)
+        if level in ("INFO", "DEBUG") or _WAY_ON.search(body) or _QUIET_BRACKET.search(body) \
+                or _NCCL_QUIET.search(body) or "NCCL WARN" in body:
+            continue
+        exc = parse_exception(body)
+        fid = classify(*exc) if exc is not None else classify("", body)
+        if fid is not None:
+            return None if shutdown_before(window, n) is not None else (n, fid, t.strip())
+    return None
 
 
 # a JSON record's message field ("message": "RendezvousConnectionError: ..."), as torchelastic's
@@ -968,7 +1005,7 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (re.compile(r"\b(?:Call to )?ibv_\w+(?:\(\))? failed\b|\bibv_\w+\([^()\n]{0,80}\) (?:failed|returned)"),
      "nccl_ib_error", "a call of the RDMA verbs library (ibv_*) failed"),
     # the kernel's OOM killer killing a process (dmesg / journald's kernel lines, a cgroup's limit)
-    (re.compile(r"\b(?:Out of memory|Memory cgroup out of memory): Killed process \d+|\binvoked oom-killer\b"
+    (re.compile(r"\b(?:Out of memory|Memory cgroup out of memory): Kill(?:ed)? process \d+|\binvoked oom-killer\b"
                 r"|\boom-kill:constraint=|\boom_reaper: reaped process \d+"),
      "host_oom_killed", "the kernel's OOM killer killed a process"),
     # a process killed by SIGKILL however the parent words it (a signal's name or number, 128 + 9 =

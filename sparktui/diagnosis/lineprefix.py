@@ -9,7 +9,7 @@ Seen in real logs (reference docs, fixtures, public bug reports):
   torch per-rank          ``[rank0]:``
   launchers               mpirun ``[1,0]<stderr>:``, srun ``0: ``, pdsh ``node01: ``, kubectl ``[pod/x/c] ``
   other loggers           SGLang ``[2025-06-22 16:13:55 TP0] ``, DeepSpeed ``[...] [INFO] [file.py:1:f] ``,
-                          Python logging / Ray ``2025-06-22 16:13:55,123 - name - ERROR - ``
+                          Python logging / Ray ``2025-06-22 16:13:55,123 - name - ERROR - `` (or ``name - ERROR - ``)
   vLLM logger             ``ERROR 03-27 10:29:13 [worker_base.py:620] `` (older: ``ERROR 10-26 11:35:32 registry.py:267] ``)
 
 The traceback tracker uses the prefix *signature* (actor + logger level/location, timestamps left
@@ -50,7 +50,8 @@ _PREFIX = re.compile(
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \| (?:(?P<level4>" + _LEVELS + r"|SUCCESS|TRACE) *\| "
     r"(?:(?P<where4>[\w.<>-]{1,80}:[\w<>-]{1,80}:\d+) - |std(?:out|err) \| )?)?"
     # Python logging's default "ERROR:root:", and "- name - ERROR - " after an ISO time (taken above)
-    r"|(?P<level5>" + _LEVELS + r"):[\w.]{1,80}:|- [\w.]{1,80} - (?P<level6>" + _LEVELS + r") - "
+    # (and "name - ERROR - " with no time before it: a logger configured as "%(name)s - %(levelname)s - ")
+    r"|(?P<level5>" + _LEVELS + r"):[\w.]{1,80}:|(?:- )?[\w.]{1,80} - (?P<level6>" + _LEVELS + r") - "
     # glog (Ray, C++ services): "E0617 08:47:15.010046 12345 worker.cc:123] ", Ray's core
     # "[2025-07-23 10:06:19,681 E 51000 51000] core_worker.cc:183: "
     r"|(?P<glog>[IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ (?P<where7>[\w./-]{1,120}:\d+)\] "
@@ -92,8 +93,8 @@ def _may_have_prefix(line: str) -> bool:
         return c != ""
     if c.isupper():
         return (line[:3] in _MONTHS or line[1:2].isdigit() or line.startswith(_LEVEL_COLON) or "| " in line[:80]
-                or line.startswith("E  "))
-    return "| " in line[:80] or (c.islower() and ": " in line[:66])
+                or line.startswith("E  ") or " - " in line[:84])
+    return "| " in line[:80] or (c.islower() and (": " in line[:66] or " - " in line[:84]))
 _ACTOR_PID = re.compile(r"\bpid=\d+")
 
 

@@ -212,6 +212,11 @@ _RECORD_HEAD = re.compile(r"(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|Trac
                           r"|\d{4}-\d\d-\d\d|\[")
 
 
+# a program's own record about a file it ran or read, the path before a colon ("exec /bin/sh: ...",
+# "/usr/bin/python3: error while loading ..."); a bare "word: " can be a piece broken mid-word
+_PROGRAM_SAYS = re.compile(r"(?:[a-z][\w.-]{0,40} )?/[\w./-]{1,160}: \S")
+
+
 def _start_shape(line: str) -> str:
     return "".join("0" if c.isdigit() else "a" if c.islower() else "A" if c.isupper() else c for c in line[:4])
 
@@ -254,7 +259,10 @@ def hard_wrap_width(lines: list[str]) -> int | None:
         return piece(k) and (lines[k][-1] == " " or (lines[k][-1].isalnum() and (nxt.islower() or nxt.isdigit())))
 
     if len(at) <= 2:  # a short paste's one or two long lines: each must be broken
-        return width if len(body) <= 40 and width <= _WRAP_MAX and all(broken(k) for k in at) else None
+        # (and not before a program's own record: "exec /bin/sh: exec format error" after a long
+        # warning is a line of its own; a piece broken mid-word rarely reads "name /path: ...")
+        return width if len(body) <= 40 and width <= _WRAP_MAX and all(
+            broken(k) and _PROGRAM_SAYS.match(after(k)) is None for k in at) else None
     if len(at) < 0.03 * len(body):
         return None
 

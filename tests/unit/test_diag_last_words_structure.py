@@ -605,12 +605,10 @@ def test_a_parenthesised_tag_before_an_error_level_is_an_error_line(no_patterns)
 # --------------------------------------------------------------------------- a plain failure statement last
 
 @pytest.mark.parametrize("line", [
-    "Failed to initialize NVML: Unknown Error",  # nvidia-smi in a container that lost its GPU device
     "Unable to load the model from /models/x: no config.json",
     "Could not connect to 10.0.0.2:29500",
     "Timed out waiting for the server to become healthy after 600 seconds",
     # a named part failing, a status word, a script's failure mark
-    "EngineCore failed to start.",  # vLLM's engine process, before its RuntimeError
     "The API server could not bind to 0.0.0.0:8000",
     "An unexpected error occurred while loading the model",
     "Status: FAILED",
@@ -626,6 +624,16 @@ def test_a_plain_failure_statement_as_the_logs_last_line_is_an_error_line(line, 
     assert got is not None and got.weak and got.line == len(lines) and got.kind == "error line"
     fs = diagnose_lines(lines)
     assert fs and fs[0].id == "unrecognised_failure" and fs[0].severity == "warning", fs
+
+
+@pytest.mark.parametrize("line, fid", [
+    ("Failed to initialize NVML: Unknown Error", "no_gpu_visible"),  # nvidia-smi in a container that lost its GPU
+    ("EngineCore failed to start.", "engine_dead"),  # vLLM's engine process, before its RuntimeError
+])
+def test_a_plain_failure_statement_about_a_known_thing_names_it_as_a_warning(line, fid, no_patterns):
+    # the same weak last words, their message about what the exception table knows (its last-resort shapes)
+    fs = diagnose_lines(_serve_tail()[:6] + [line])
+    assert fs and fs[0].id == fid and fs[0].severity == "warning", fs
 
 
 @pytest.mark.parametrize("line", [

@@ -1,0 +1,170 @@
+"""What a failure is about, read without the catalogue's exact sentences (issue 31): the exception
+table's last-resort shapes on a failure line, the failure line above consequence last words, the
+last lines read below error level when nothing failed by its shape, and three readings of shape
+(a logger's "name - ERROR - " header, a program's own record after a long line, the kernel's older
+OOM-killer wording).  Each with a benign counterpart.
+
+The structural path is tested with the catalogue's line patterns switched off (``no_patterns``), as
+``score_corpus.py --no-patterns`` does: a stand-in for wording no pattern knows.  Failing lines are
+real lines of held-in corpus excerpts; benign ones are real lines of healthy runs or of the same
+shape that say something else.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sparktui.diagnosis import catalogue, lineprefix, paste
+from sparktui.diagnosis.exc_shapes import default_shapes
+
+from corpus_helpers import diagnose_lines
+
+
+@pytest.fixture
+def no_patterns(monkeypatch):
+    catalogue.default_catalogue()  # loaded (its examples checked) before its patterns are switched off
+    monkeypatch.setattr(catalogue.Entry, "search", lambda self, line: None)
+
+
+def _named(lines: list[str]) -> list[tuple[str, str, int | None]]:
+    return [(f.id, f.severity, f.line) for f in diagnose_lines(lines) if f.severity != "info"]
+
+
+# ------------------------------------------------------------------ last-resort message shapes
+
+@pytest.mark.parametrize("message, fid", [
+    ("[PG 5 Rank 0] Heartbeat monitor timed out! Process will be terminated after dumping debug info.",
+     "nccl_watchdog_stuck"),
+    ("[PG ID 0 PG GUID 0(default_pg) Rank 7] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making "
+     "progress in monitoring enqueued collectives.", "nccl_watchdog_stuck"),
+    ("[Rank 1] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, "
+     "subsequent GPU operations might run on corrupted/incomplete data.", "nccl_watchdog_timeout"),
+    ("Timed out waiting for the allreduce of bucket 3", "nccl_watchdog_timeout"),
+    ("Detected mismatch between collectives on ranks. Rank 0 is running collective: CollectiveFingerPrint("
+     "OpType=ALLREDUCE), but Rank 1 is running collective: REDUCE.", "nccl_collective_mismatch"),
+    ("MQLLMEngine is already dead, terminating server process", "engine_dead"),
+    ("Engine core proc EngineCore_DP0 died unexpectedly, shutting down client.", "engine_dead"),
+    ("alloc_tensor_range: failed to allocate CUDA0 buffer of size 151851674624", "cuda_oom"),
+    ("The actor is dead because its worker process has died. Worker exit type: USER_ERROR Worker exit detail: "
+     "Task was killed due to the node running low on memory.", "host_oom_killed"),
+    ("The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: "
+     "Worker unexpectedly exits with a connection error code 2.", "ray_worker_missing"),
+    ("Raylet is terminated: ip=172.29.58.133, id=6ad361c6. Termination is unexpected.", "ray_worker_missing"),
+    ("Couldn't reconnect to GCS server. The last attempted GCS server address was 10.42.0.44:43507",
+     "ray_gcs_unreachable"),
+    ("Failed to register worker 01000000ffffffffffffffffffffffffffffffffffffffffffffffff to Raylet. IOError: ",
+     "ray_worker_register_failed"),
+    ("Error: No available node types can fulfill resource request {'CPU': 1.0, 'GPU': 1.0}.",
+     "ray_placement_group_stuck"),
+    ("failed to start GRPC service: Unavailable - Socket '0.0.0.0:2222' already in use", "port_in_use"),
+    ("Process: 444114 ExecStart=/usr/bin/nv-fabricmanager -c /usr/share/nvidia/nvswitch/fabricmanager.cfg "
+     "(code=exited, status=1/FAILURE)", "gpu_fabric_not_ready"),
+    ("docker: Error response from daemon: unknown or invalid runtime name: nvidia", "no_gpu_visible"),
+    ("Failed to initialize NVML: Unknown Error", "no_gpu_visible"),
+    ("terminate called after throwing an instance of 'c10::CUDAError'", "cuda_error"),
+    ("Internal Error (Engine deserialization failed.)", "trt_engine_version_mismatch"),
+    ("Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
+     "wrong_network_interface"),
+    ("Failed to load NCCL library from libnccl.so.2 .It is expected if you are not running on NVIDIA/AMD GPUs.",
+     "broken_install"),
+    ("Could not load library libcudnn_ops_infer.so.8. Error: libcudnn_ops_infer.so.8: cannot open shared object",
+     "broken_install"),
+    ("UCP API version is incompatible: required >= 1.20, actual 1.18.0", "broken_install"),
+    ("No module named 'vllm._C'", "broken_install"),
+    ("model weights not found in /models/llama-3-70b", "model_path_missing"),
+])
+def test_a_failure_message_names_what_it_is_about(message, fid):
+    assert default_shapes().classify("", message) == fid
+
+
+@pytest.mark.parametrize("message", [
+    # what healthy runs print with the same nouns
+    "ProcessGroupNCCL initialized with following options: NCCL_ASYNC_ERROR_HANDLING: 3, TIMEOUT(ms): 600000",
+    "Watchdog thread started for process group 0",
+    "llm_load_tensors:      CUDA0 buffer size =  3577.56 MiB",
+    "Engine core started in 41.2 seconds",
+    "Started a local Ray instance. View the dashboard at 127.0.0.1:8265",
+    "Connected to GCS at 127.0.0.1:6379",
+    "Gloo connectFullMesh completed in 12 ms",
+    "Loaded NCCL library from libnccl.so.2",
+    "model weights loaded from /models/llama-3-70b in 12.3 s",
+    "Using the nv-fabricmanager service of the host",
+])
+def test_the_same_nouns_in_a_healthy_line_name_none_of_those_causes(message):
+    assert default_shapes().classify("", message) is None
+
+
+# ------------------------------------------------------------------ the failure above the last words
+
+NCCL_LOAD = ("ERROR 04-22 15:53:32 pynccl.py:44] Failed to load NCCL library from libnccl.so.2 .It is expected "
+             "if you are not running on NVIDIA/AMD GPUs.")
+
+
+def test_consequence_last_words_are_explained_by_the_failure_line_above_them(no_patterns):
+    lines = [NCCL_LOAD, "INFO 04-22 15:53:33 worker.py:90] cleaning up", "worker exited with exit code 1"]
+    assert _named(lines)[:1] == [("broken_install", "error", 1)]
+
+
+def test_the_same_words_logged_at_info_above_them_explain_nothing(no_patterns):
+    lines = [NCCL_LOAD.replace("ERROR", "INFO", 1), "INFO 04-22 15:53:33 worker.py:90] cleaning up",
+             "worker exited with exit code 1"]
+    assert [n[0] for n in _named(lines)] == ["unrecognised_failure"]
+
+
+# ------------------------------------------------------------------ the last lines below error level
+
+UCX_WARN = ("[1748179345.114806] [beaker:3019122:0]     ucp_context.c:2257 UCX  WARN  UCP API version is "
+            "incompatible: required >= 1.20, actual 1.18.0 (loaded from /home/u/local/ucx/lib/libucp.so.0)")
+
+
+def test_a_log_that_ends_on_a_warning_naming_a_cause_is_not_silent(no_patterns):
+    assert _named([UCX_WARN, "Backend UCX was instantiated"]) == [("broken_install", "warning", 1)]
+
+
+@pytest.mark.parametrize("last", [
+    # a status report at INFO (vLLM's KV cache size on a healthy start), a probe its caller goes on
+    # past (NCCL looking for the verbs library, torch's client socket retrying), a fallback
+    "INFO 06-02 11:03:56 [loggers.py:134] vllm cache_config_info with initialization after num_gpu_blocks is: 70688",
+    "v100-gpu-5:9210:9210 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]",
+    "[W socket.cpp:697] [c10d] The client socket has failed to connect to [node-1]:28133 (errno: 99).",
+    "WARNING: UCP API version is incompatible, falling back to TCP",
+])
+def test_status_lines_probes_and_fallbacks_at_the_end_name_nothing(no_patterns, last):
+    assert _named(["INFO starting", last]) == []
+
+
+# ------------------------------------------------------------------ shapes of lines
+
+def test_a_logger_header_without_a_time_gives_its_level():
+    assert lineprefix.split("gpustack.worker.backends.vllm - ERROR - Failed to derive max model length: x") == \
+        ("|ERROR|", "Failed to derive max model length: x")
+    assert lineprefix.split("root - WARNING - disk almost full") == ("|WARNING|", "disk almost full")
+
+
+@pytest.mark.parametrize("line", ["Some text - with dashes - here", "a - b", "vllm - the fast one - ERROR handling"])
+def test_dashes_in_prose_are_no_logger_header(line):
+    assert lineprefix.split(line) == ("", line)
+
+
+PLATFORM_WARNING = ("WARNING: The requested image's platform (linux/amd64) does not match the detected host platform "
+                    "(linux/arm64/v8) and no specific platform was requested")
+
+
+def test_a_programs_own_record_after_a_long_line_is_no_wrapped_piece(no_patterns):
+    lines = [PLATFORM_WARNING, "exec /bin/sh: exec format error"]
+    assert paste.hard_wrap_width(lines) is None
+    assert _named(lines) == [("unrecognised_failure", "error", 2)]
+
+
+def test_a_line_broken_inside_a_word_is_still_a_wrap():
+    width = len(PLATFORM_WARNING)
+    lines = [PLATFORM_WARNING[:width - 4], PLATFORM_WARNING[width - 4:] + " and more"]
+    assert paste.hard_wrap_width(lines) == width - 4
+
+
+def test_the_older_kernels_oom_kill_wording_is_the_oom_killer(no_patterns):
+    lines = ["[5193605.506952] [  62769]     0 62769     4382      411    77824        0          -998 cp",
+             "[5193605.506956] Memory cgroup out of memory: Kill process 62685 (bash) score 0 or sacrifice child"]
+    assert [n[0] for n in _named(lines)] == ["host_oom_killed"]
+    # a process table of the kernel's report alone, the kill not in it: nothing
+    assert _named(lines[:1]) == []
