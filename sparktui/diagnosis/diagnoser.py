@@ -31,7 +31,7 @@ from .catalogue import Catalogue, default_catalogue
 from .classifier import SourceScanner
 from .end_phase import default_end_phases
 from .exc_shapes import default_shapes
-from .last_words import (ENGINES, INIT_FACT_IDS, NOT_PYTHON, component, earlier_failure, facts, failure, failures_above,
+from .last_words import (ENGINES, INIT_FACT_IDS, NOT_PYTHON, WINDOW, component, earlier_failure, facts, failure, failures_above,
                          inferred_fact, quiet_cause, shutdown_before, silent_facts, stopped_on_request,
                          traceback_after)
 from .milestones import Rules
@@ -44,6 +44,8 @@ from .stacks import blocked
 HANG_IDS = frozenset({"nccl_init_hang", "suspected_hang"})
 # milestones that say the service was up and answering
 SERVING_MILESTONES = frozenset({"api_ready", "first_prompt"})
+# failures a job can go on past, told by what came after them (``_launched_after``)
+WENT_ON_IDS = frozenset({"launcher_ssh_failed"})
 # a rank announcing itself as it enters torch.distributed's rendezvous (vLLM's parallel_state line,
 # and "rank=R ... world_size=W" in the other order): world size and rank
 _RDZV_RANK = re.compile(r"\bworld_size=(?P<w>\d+),? rank=(?P<r>\d+)\b|\brank=(?P<r2>\d+),? world_size=(?P<w2>\d+)\b")
@@ -169,6 +171,7 @@ class Diagnoser:
         self._one_host()  # before the shutdown context: a fact fine for one machine names no cause there
         self._shutdown_context()
         self._served_after()
+        self._launched_after()
         out.extend(self._last_words())
         self._one_host()
         return _wrap(out)
@@ -315,6 +318,18 @@ class Diagnoser:
                 if f.id in GENERIC_IDS and f.severity == "error" and (f.line or 0) < max(up):
                     sc.findings[k] = replace(f, severity="warning",
                                              title=f"{f.title} (serving after it, line {max(up)})")
+
+    def _launched_after(self) -> None:
+        """A launcher's failure to reach a node over SSH that the job went on past: a communicator
+        completed its init (every rank joined) or the server came up after it, so the ranks it was
+        starting did start (a retry got through, another route was taken): a warning, not the failure."""
+        for sc in self.scanners.values():
+            done = [st.init_complete for t in sc.trackers for st in t.comms.values() if st.init_complete]
+            up = [m.line or 0 for m in sc.milestones.reached.values() if m.id in SERVING_MILESTONES]
+            later = max(done + up, default=0)
+            for k, f in enumerate(sc.findings):
+                if f.id in WENT_ON_IDS and f.severity == "error" and (f.line or 0) < later:
+                    sc.findings[k] = replace(f, severity="warning", title=f"{f.title} (the job went on past it, line {later})")
 
     def _last_words(self) -> list[Finding]:
         """End of input, when no finding names a cause: a failing source's last lines are read for
@@ -615,6 +630,11 @@ class Diagnoser:
             fid = shapes.classify(up.exc_class, up.message) if up.exc_class else shapes.classify("", up.message)
             if fid is not None and fid in ents and fid not in GENERIC_IDS and not ents[fid].consequence:
                 return up.line, fid, up.text
+        # no failure line above says more: a line of any other level that names a cause (a kernel
+        # printing that it only supports another GPU, a warning that a version is incompatible)
+        got = quiet_cause(window, shapes.classify, before=lw.line, span=WINDOW)
+        if got is not None and got[1] in ents and got[1] not in GENERIC_IDS and not ents[got[1]].consequence:
+            return got
         return None
 
     def _fact_on(self, sc, line: int) -> int | None:

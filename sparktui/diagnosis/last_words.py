@@ -108,6 +108,9 @@ _LEVEL_WORD = re.compile(
     r"|^[\w.+-]{1,40} (?:fatal|error)\s+: "
     # "<subsystem> error: ..." ("CUDA error: ...", "Runtime error: ...")
     r"|^(?:[\w.-]{1,30} ){1,3}(?:error|ERROR)(?: \d+)?: "
+    # a C/C++ library's message under its source location ("/opt/nvshmem/src/.../ibgda.cpp:1889: NULL
+    # value cannot allocate mlx5dv_devx_uar"): a check of its own that failed
+    r"|^[\w./\\-]{1,200}\.(?:c|cc|cpp|cxx|cu|h|hpp):\d+:(?:\d+:)? (?=[^\n]{0,120}?\b(?:cannot|can't|could not|failed|unable to)\b)"
     # an assertion that failed (C/C++ assert, GGML_ASSERT, a runtime's own checks)
     r"|\bAssertion\b.{0,200}\bfailed\b|\bGGML_ASSERT\b|^Assertion failed"
     # a shell's or the kernel's refusal to start a program ("exec /bin/sh: exec format error")
@@ -579,16 +582,20 @@ def failures_above(window: Sequence[tuple[int, str]], line: int) -> list[LastWor
     return out
 
 
-def quiet_cause(window: Sequence[tuple[int, str]], classify) -> tuple[int, str, str] | None:
-    """(line, finding id, text) of the last line among the last ``LAST`` whose words ``classify``
-    (the exception table: class and message, or a message alone) names, at whatever level it was
-    logged; a stop someone asked for before it, or a line that says a way on, names nothing."""
+def quiet_cause(window: Sequence[tuple[int, str]], classify, before: int | None = None,
+                span: int = LAST) -> tuple[int, str, str] | None:
+    """(line, finding id, text) of the last line among the last ``span`` (those above line
+    ``before`` when given) whose words ``classify`` (the exception table: class and message, or a
+    message alone) names, at whatever level it was logged; a stop someone asked for before it, or a
+    line that says a way on, names nothing."""
     lines = _nonblank(window)
     noise = teardown(lines)
-    for n, t, level, body in reversed([x for x in lines if x[0] not in noise][-LAST:]):
+    kept = [x for x in lines if x[0] not in noise and (before is None or x[0] < before)]
+    for n, t, level, body in reversed(kept[-span:]):
         # (not what a logger printed at INFO/DEBUG, a status report; not a library's probe that its
-        # caller goes on past: torch's "[W socket.cpp]" retries, NCCL's INFO and WARN lines)
-        if level in ("INFO", "DEBUG") or _WAY_ON.search(body) or _QUIET_BRACKET.search(body) \
+        # caller goes on past: torch's "[W socket.cpp]" retries, NCCL's INFO and WARN lines; not a
+        # comment: a script's or a table's "#" line is nobody's failure)
+        if level in ("INFO", "DEBUG") or body.startswith("#") or _WAY_ON.search(body) or _QUIET_BRACKET.search(body) \
                 or _NCCL_QUIET.search(body) or "NCCL WARN" in body:
             continue
         exc = parse_exception(body)
@@ -986,7 +993,7 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
     # own status for forward compatibility this GPU cannot have (cuInit returning 804)
     (re.compile(r"\bcontainer was built for NVIDIA Driver Release [\d.]+ or later\b"
                 r"|\bcudaErrorCompatNotSupportedOnDevice\b|\bCUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE\b"
-                r"|\bcuInit\(0\) returned 804\b"),
+                r"|\bcuInit\(0\) returned 804\b|\bforward compatibility was attempted on non supported HW\b"),
      "cuda_driver_too_old", "the container needs a newer NVIDIA driver than the host's"),
     # ... and for PTX (or a cubin) built by a toolkit newer than the driver's JIT knows: the enum, the
     # runtime's fixed strerror text (cudaErrorUnsupportedPtxVersion, CUDA_ERROR_UNSUPPORTED_PTX_VERSION)

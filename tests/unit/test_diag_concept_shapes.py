@@ -72,6 +72,12 @@ def _named(lines: list[str]) -> list[tuple[str, str, int | None]]:
     ("UCP API version is incompatible: required >= 1.20, actual 1.18.0", "broken_install"),
     ("No module named 'vllm._C'", "broken_install"),
     ("model weights not found in /models/llama-3-70b", "model_path_missing"),
+    ("gguf_init_from_file: invalid magic characters 'ggjt'", "model_path_missing"),
+    ("unable to get number of CUDA devices while building BackendConfigMap: (804) forward compatibility was "
+     "attempted on non supported HW", "cuda_driver_too_old"),
+    ("nvidia-docker | 2016/06/07 18:49:33 Error: unsupported CUDA version: driver 7.0 < image 7.5",
+     "cuda_driver_too_old"),
+    ("This kernel only supports sm100f.", "cuda_error"),
 ])
 def test_a_failure_message_names_what_it_is_about(message, fid):
     assert default_shapes().classify("", message) == fid
@@ -89,6 +95,9 @@ def test_a_failure_message_names_what_it_is_about(message, fid):
     "Loaded NCCL library from libnccl.so.2",
     "model weights loaded from /models/llama-3-70b in 12.3 s",
     "Using the nv-fabricmanager service of the host",
+    "| NVIDIA-SMI 580.95.05              Driver Version: 580.95.05      CUDA Version: 13.0     |",
+    "Kernel supports sm_80, sm_90 and sm_121",
+    "gguf magic and version checked",
 ])
 def test_the_same_nouns_in_a_healthy_line_name_none_of_those_causes(message):
     assert default_shapes().classify("", message) is None
@@ -109,6 +118,25 @@ def test_the_same_words_logged_at_info_above_them_explain_nothing(no_patterns):
     lines = [NCCL_LOAD.replace("ERROR", "INFO", 1), "INFO 04-22 15:53:33 worker.py:90] cleaning up",
              "worker exited with exit code 1"]
     assert [n[0] for n in _named(lines)] == ["unrecognised_failure"]
+
+
+CUT_TRACEBACK = [
+    "(EngineCore pid=829571) Process EngineCore:",
+    "(EngineCore pid=829571) Traceback (most recent call last):",
+    '(EngineCore pid=829571)   File "/home/thor2/vllm-main/vllm/v1/engine/core.py", line 1084, in run_engine_core',
+    "(EngineCore pid=829571)     engine_core = EngineCoreProc(*args, engine_index=dp_rank, **kwargs)",
+]
+
+
+def test_a_plain_line_above_a_cut_traceback_names_what_failed(no_patterns):
+    # a kernel built for other GPUs printing so, then the engine's traceback cut before its exception
+    lines = ["This kernel only supports sm100f."] * 2 + CUT_TRACEBACK
+    assert _named(lines)[:1] == [("cuda_error", "error", 2)]
+
+
+def test_a_status_line_above_a_cut_traceback_names_nothing(no_patterns):
+    lines = ["INFO 04-22 15:53:32 kernels.py:10] This kernel only supports sm100f, using the fallback"] + CUT_TRACEBACK
+    assert [n[0] for n in _named(lines)] == ["unhandled_exception"]
 
 
 # ------------------------------------------------------------------ the last lines below error level
@@ -168,3 +196,34 @@ def test_the_older_kernels_oom_kill_wording_is_the_oom_killer(no_patterns):
     assert [n[0] for n in _named(lines)] == ["host_oom_killed"]
     # a process table of the kernel's report alone, the kill not in it: nothing
     assert _named(lines[:1]) == []
+
+
+# ------------------------------------------------------------------ a launcher's SSH failure the job went past
+
+SSH_REFUSED = "ssh: connect to host node2 port 22: Connection refused"
+
+
+def _nccl_run() -> list[str]:
+    from corpus_helpers import NCCL_2GPU
+
+    return (NCCL_2GPU / "healthy.rank0.log").read_text(encoding="utf-8").splitlines()
+
+
+def test_an_ssh_failure_the_job_never_got_past_is_the_failure():
+    lines = _nccl_run()
+    k = next(i for i, t in enumerate(lines) if "Init COMPLETE" in t)
+    fs = [(f.id, f.severity) for f in diagnose_lines(lines[:k] + [SSH_REFUSED])]
+    assert ("launcher_ssh_failed", "error") in fs
+
+
+def test_an_ssh_failure_before_every_rank_completed_nccl_init_is_a_warning():
+    # the real two-GPU run: its communicator completed init after the refused login, so the ranks started
+    fs = [(f.id, f.severity) for f in diagnose_lines([SSH_REFUSED] + _nccl_run())]
+    assert ("launcher_ssh_failed", "warning") in fs and not any(s == "error" for _, s in fs)
+
+
+def test_a_c_librarys_failed_check_under_its_source_location_is_a_failure(no_patterns):
+    line = "/opt/nvshmem/nvshmem/src/modules/transport/ibgda/ibgda.cpp:1889: NULL value cannot allocate mlx5dv_devx_uar"
+    assert _named([line]) == [("unrecognised_failure", "error", 1)]
+    # the same location reporting what it set up is no failure
+    assert _named(["/opt/nvshmem/nvshmem/src/modules/transport/ibgda/ibgda.cpp:1889: allocated 8 queues"]) == []
