@@ -764,10 +764,17 @@ def _handled_tracebacks(lines: Sequence[tuple[int, str, str, str]]) -> set[int]:
 _SENDING = re.compile(r"(?i)\bsen(?:d|ding|t)\b[^\n]{0,60}\bsig(?:nal|term|int)\b")
 
 
+# how to stop it, told to the person at the terminal: uvicorn's "(Press CTRL+C to quit)" on every server
+# start, "Use Ctrl-C to stop", "hit Ctrl+C to abort": no request
+_STOP_HINT = re.compile(r"(?i)\b(?:press|hit|use|type|enter)\s+(?:the\s+)?Ctrl\+?-?C\b|\bCtrl\+?-?C to (?:quit|stop|exit|cancel|abort|interrupt)\b")
+
+
 def is_shutdown_request(text: str) -> bool:
     """A line saying this process was asked to stop (received SIGTERM/SIGINT, Ctrl+C, its own
-    "shutting down" notice), not a death or a failure reported while it stopped."""
+    "shutting down" notice), not a death or a failure reported while it stopped, nor a hint how to stop it."""
     level, body = _body(text, lead=False)  # (a level word behind a peeled prefix: structure, no level)
+    if body and ("ctrl" in body or "Ctrl" in body or "CTRL" in body):
+        body = _STOP_HINT.sub("", body)
     if not body or level in _BAD_LEVELS or not _SHUTDOWN.search(body) or _SENDING.search(body):
         return False
     # (a death the line says by itself: words alone, "terminated unexpectedly", do not unmake a request)
@@ -1022,7 +1029,10 @@ _FACTS: tuple[tuple[re.Pattern[str], str, str], ...] = (
                 r"(?:\b(?:killed|terminated) by (?:signal:? ?)?(?:9|SIGKILL)\b|\bsignal:? killed\b|<Signals\.SIGKILL: 9>"
                 r"|\bsignal 9 \(SIGKILL\)|\binterrupted by signal 9\b|\bexit(?:ed)?(?: with)? (?:code|status)[:= ]*(?:137|-9)\b"
                 r"|\bexit_?code[:= ]*(?:137|-9)\b|\breturn_?code[:= ]*-9\b|\bnon-zero exit status -9\b"
-                r"|\bdied with\b[^\n]{0,40}\bSIGKILL\b)"),
+                r"|\bdied with\b[^\n]{0,40}\bSIGKILL\b"
+                # the shell's own report of a child that SIGKILL ended: "Killed" as the line's last word
+                # (after a progress bar's text too), or its job line "line 1:  4242 Killed  python x.py"
+                r"|(?:^|[\]|\s])Killed\s*$|\bline \d+: +\d+ Killed\b)"),
      "host_oom_killed", "a process was killed by SIGKILL (what the kernel's OOM killer sends)"),
     # a manager killing or evicting a process for its memory (YARN, Kubernetes' eviction, a runtime's limit);
     # not a list of what might have happened (Ray's "potential root causes: (1) killed by SIGKILL by OOM ...")

