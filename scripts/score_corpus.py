@@ -19,8 +19,9 @@ the scores about a point high.  ``--with-headers`` feeds the files whole (the fo
 
 ``--part frozen`` scores the frozen held-out set (tests/fixtures/corpus-frozen/, see its README): a
 set that rule writers never read.  For it only aggregate and per-cause numbers are printed, plus the
-count of failing cases with no finding at all ("silent failures") and, per finding id, how many healthy
-cases raised it as an error ("false alarms"); no case names, lines or misses (``--misses`` is refused).  Its files carry one more header, ``# thread:``, stripped like the others.
+count of failing cases with no finding at all ("silent failures") and, per finding id, how many
+healthy cases raised it as an error ("false alarms"); no case names, lines or misses (``--misses`` is
+refused).  Its files carry one more header, ``# thread:``, stripped like the others.
 """
 
 from __future__ import annotations

@@ -31,9 +31,9 @@ from .catalogue import Catalogue, default_catalogue
 from .classifier import SourceScanner
 from .end_phase import default_end_phases
 from .exc_shapes import default_shapes
-from .last_words import (ENGINES, INIT_FACT_IDS, NOT_PYTHON, WINDOW, component, earlier_failure, facts, failure, failures_above,
-                         inferred_fact, quiet_cause, shutdown_before, silent_facts, stopped_on_request,
-                         traceback_after)
+from .last_words import (ENGINES, INIT_FACT_IDS, NOT_PYTHON, WINDOW, component, earlier_failure, facts, failure,
+                         failures_above, inferred_fact, quiet_cause, shutdown_before, silent_facts,
+                         stopped_on_request, traceback_after)
 from .milestones import Rules
 from .nccl_ranks import (Behind, absent_ranks, bootstrap_subnets_differ, collective_mismatches, compare_ranks, one_host,
                          plugins_differ, versions_differ)
@@ -329,7 +329,8 @@ class Diagnoser:
             later = max(done + up, default=0)
             for k, f in enumerate(sc.findings):
                 if f.id in WENT_ON_IDS and f.severity == "error" and (f.line or 0) < later:
-                    sc.findings[k] = replace(f, severity="warning", title=f"{f.title} (the job went on past it, line {later})")
+                    sc.findings[k] = replace(f, severity="warning",
+                                             title=f"{f.title} (the job went on past it, line {later})")
 
     def _last_words(self) -> list[Finding]:
         """End of input, when no finding names a cause: a failing source's last lines are read for
@@ -406,15 +407,14 @@ class Diagnoser:
 
     def _quiet_words(self) -> list[Finding]:
         """Nothing failed by its shape anywhere: a source's last lines read by the exception table's
-        shapes whatever level they were logged at (a warning that a version is incompatible, an INFO
-        line that no GPU was found, a plain line that the collectives differ).  Said as a warning: the
-        program may have gone on; the words name what a user should look at first."""
-        ents = self.catalogue.entries
+        shapes below error level (a warning that a version is incompatible, a plain line that the
+        collectives differ; never a status line at INFO).  Said as a warning: the program may have gone
+        on; the words name what a user should look at first."""
         shapes = default_shapes()
         out: list[Finding] = []
         for sc in self.scanners.values():
             got = quiet_cause(list(sc.window), shapes.classify)
-            if got is None or got[1] not in ents or got[1] in GENERIC_IDS or ents[got[1]].consequence:
+            if got is None or not self._a_cause(got[1]):
                 continue
             n, fid, text = got
             f = sc.raise_derived(fid, n, [f"the last lines name it, below error level: {text}"], severity="warning")
@@ -622,20 +622,20 @@ class Diagnoser:
     def _cause_above(self, window, lw) -> tuple[int, str, str] | None:
         """(line, finding id, text) of the nearest failure line above the last words ``lw`` that the
         exception table names a cause by (its class and message, or an error line's message), or None."""
-        ents = self.catalogue.entries
         shapes = default_shapes()
         for up in failures_above(window, lw.line):
-            if up.kind not in ("exception", "error line"):
-                continue
-            fid = shapes.classify(up.exc_class, up.message) if up.exc_class else shapes.classify("", up.message)
-            if fid is not None and fid in ents and fid not in GENERIC_IDS and not ents[fid].consequence:
+            fid = shapes.classify(up.exc_class, up.message) if up.kind in ("exception", "error line") else None
+            if self._a_cause(fid):
                 return up.line, fid, up.text
         # no failure line above says more: a line of any other level that names a cause (a kernel
         # printing that it only supports another GPU, a warning that a version is incompatible)
         got = quiet_cause(window, shapes.classify, before=lw.line, span=WINDOW)
-        if got is not None and got[1] in ents and got[1] not in GENERIC_IDS and not ents[got[1]].consequence:
-            return got
-        return None
+        return got if got is not None and self._a_cause(got[1]) else None
+
+    def _a_cause(self, fid: str | None) -> bool:
+        """Whether ``fid`` is a catalogue id that names a cause (not a consequence, not a generic one)."""
+        e = self.catalogue.entries.get(fid) if fid else None
+        return e is not None and not e.consequence and fid not in GENERIC_IDS
 
     def _fact_on(self, sc, line: int) -> int | None:
         """The index in ``sc.findings`` of an info fact raised on ``line`` that can be what a program

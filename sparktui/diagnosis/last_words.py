@@ -587,7 +587,18 @@ def quiet_cause(window: Sequence[tuple[int, str]], classify, before: int | None 
     """(line, finding id, text) of the last line among the last ``span`` (those above line
     ``before`` when given) whose words ``classify`` (the exception table: class and message, or a
     message alone) names, at whatever level it was logged; a stop someone asked for before it, or a
-    line that says a way on, names nothing."""
+    line that says a way on, names nothing.  At the end of a log that names nothing, a person's
+    Ctrl+C or a report pasted after it is no part of its last lines: what came before them is read."""
+    got = _quiet_cause(window, classify, before, span)
+    if got is None and before is None:
+        cut = before_interrupt(window) or before_report(window)
+        if cut is not None:
+            got = _quiet_cause(cut[0], classify, None, span)
+    return got
+
+
+def _quiet_cause(window: Sequence[tuple[int, str]], classify, before: int | None,
+                 span: int) -> tuple[int, str, str] | None:
     lines = _nonblank(window)
     noise = teardown(lines)
     kept = [x for x in lines if x[0] not in noise and (before is None or x[0] < before)]

@@ -165,6 +165,12 @@ def test_a_log_that_ends_on_a_warning_naming_a_cause_is_not_silent(no_patterns):
     assert _named([UCX_WARN, "Backend UCX was instantiated"]) == [("broken_install", "warning", 1)]
 
 
+def test_a_warning_naming_a_cause_is_read_before_a_persons_ctrl_c(no_patterns):
+    # the person gave up on it: the echoed ^C and the prompt back are no part of its last lines
+    lines = [UCX_WARN, "Backend UCX was instantiated"] + ["waiting for the backend"] * 9 + ["^C", "$ "]
+    assert _named(lines)[:1] == [("broken_install", "warning", 1)]
+
+
 @pytest.mark.parametrize("last", [
     # a status report at INFO (vLLM's KV cache size on a healthy start), a probe its caller goes on
     # past (NCCL looking for the verbs library, torch's client socket retrying), a fallback
