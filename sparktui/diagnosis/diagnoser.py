@@ -44,7 +44,7 @@ from .stacks import blocked
 HANG_IDS = frozenset({"nccl_init_hang", "suspected_hang"})
 # milestones that say the service was up and answering
 SERVING_MILESTONES = frozenset({"api_ready", "first_prompt"})
-# failures a job can go on past, told by what came after them (``_launched_after``)
+# failures a job can go on past, told by what came after them (``_went_past``)
 WENT_ON_IDS = frozenset({"launcher_ssh_failed"})
 # a rank announcing itself as it enters torch.distributed's rendezvous (vLLM's parallel_state line,
 # and "rank=R ... world_size=W" in the other order): world size and rank
@@ -170,8 +170,7 @@ class Diagnoser:
         self._rendezvous_absent()
         self._one_host()  # before the shutdown context: a fact fine for one machine names no cause there
         self._shutdown_context()
-        self._served_after()
-        self._launched_after()
+        self._went_past()
         out.extend(self._last_words())
         self._one_host()
         return _wrap(out)
@@ -307,30 +306,26 @@ class Diagnoser:
                 evidence=(f"world size {w}; ranks {', '.join(map(str, sorted(ranks)))} entered the rendezvous, "
                           f"rank(s) {names} never appear", *f.evidence))
 
-    def _served_after(self) -> None:
-        """An exception nothing recognises, printed before the same source was serving (the API came
-        up, a prompt was answered), did not stop it: a warning, not the failure."""
+    def _went_past(self) -> None:
+        """Errors the same source went on past, told by what came after them: an exception nothing
+        recognises printed before the source was serving (the API came up, a prompt was answered);
+        a launcher's SSH failure before a communicator completed its init (every rank joined) or the
+        server came up (a retry got through).  Warnings, not the failure."""
         for sc in self.scanners.values():
-            up = [m.line or 0 for m in sc.milestones.reached.values() if m.id in SERVING_MILESTONES]
-            if not up:
-                continue
+            served = max((m.line or 0 for m in sc.milestones.reached.values() if m.id in SERVING_MILESTONES),
+                         default=0)
+            joined = max([served] + [st.init_complete for t in sc.trackers for st in t.comms.values()
+                                     if st.init_complete])
             for k, f in enumerate(sc.findings):
-                if f.id in GENERIC_IDS and f.severity == "error" and (f.line or 0) < max(up):
-                    sc.findings[k] = replace(f, severity="warning",
-                                             title=f"{f.title} (serving after it, line {max(up)})")
-
-    def _launched_after(self) -> None:
-        """A launcher's failure to reach a node over SSH that the job went on past: a communicator
-        completed its init (every rank joined) or the server came up after it, so the ranks it was
-        starting did start (a retry got through, another route was taken): a warning, not the failure."""
-        for sc in self.scanners.values():
-            done = [st.init_complete for t in sc.trackers for st in t.comms.values() if st.init_complete]
-            up = [m.line or 0 for m in sc.milestones.reached.values() if m.id in SERVING_MILESTONES]
-            later = max(done + up, default=0)
-            for k, f in enumerate(sc.findings):
-                if f.id in WENT_ON_IDS and f.severity == "error" and (f.line or 0) < later:
-                    sc.findings[k] = replace(f, severity="warning",
-                                             title=f"{f.title} (the job went on past it, line {later})")
+                if f.severity != "error":
+                    continue
+                if f.id in GENERIC_IDS and (f.line or 0) < served:
+                    note = f"serving after it, line {served}"
+                elif f.id in WENT_ON_IDS and (f.line or 0) < joined:
+                    note = f"the job went on past it, line {joined}"
+                else:
+                    continue
+                sc.findings[k] = replace(f, severity="warning", title=f"{f.title} ({note})")
 
     def _last_words(self) -> list[Finding]:
         """End of input, when no finding names a cause: a failing source's last lines are read for

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from . import lineprefix
 from .exc_shapes import parse as parse_exception
@@ -551,35 +551,28 @@ def earlier_failure(window: Sequence[tuple[int, str]]) -> LastWords | None:
     logger printed it at an error level: a library's inline complaint (a C library's "file.c:N TAG
     ERROR", a probe) that the program went on past is the library's, not a failure of the run.  For
     a log nothing else spoke about: a warning."""
-    lines = _nonblank(window)
-    noise = teardown(lines) | _handled_tracebacks(lines)
-    found: LastWords | None = None
-    for n, t, level, body in lines:
-        if n in noise:
-            continue
-        got = read_line(level, body)
-        if got is not None and (got[0] != "error line" or level in _BAD_LEVELS or _OWN_ERROR_LEVEL.match(body)):
-            found = LastWords(n, t.strip(), *got)
+    found = next(failures_above(window, None, own=True), None)
     if found is None or shutdown_before(window, found.line) is not None:
         return None
     return found
 
 
-def failures_above(window: Sequence[tuple[int, str]], line: int) -> list[LastWords]:
-    """The failure shapes of the lines above ``line`` (the last words), nearest first: where a log's
-    last words are a consequence (an exit status, "initialization failed", a death) the line that
-    says what went wrong is often further up.  Teardown noise and tracebacks handled at WARNING are
-    skipped as in ``failure``."""
+def failures_above(window: Sequence[tuple[int, str]], line: int | None,
+                   own: bool = False) -> Iterator[LastWords]:
+    """The failure shapes of the lines above ``line`` (the last words; None: the whole window),
+    nearest first: where a log's last words are a consequence (an exit status, "initialization
+    failed", a death) the line that says what went wrong is often further up.  Teardown noise and
+    tracebacks handled at WARNING are skipped as in ``failure``; ``own``: an error line only where
+    the program's own logger printed it at an error level (``earlier_failure``)."""
     lines = _nonblank(window)
     noise = teardown(lines) | _handled_tracebacks(lines)
-    out: list[LastWords] = []
     for n, t, level, body in reversed(lines):
-        if n >= line or n in noise:
+        if (line is not None and n >= line) or n in noise:
             continue
         got = read_line(level, body)
-        if got is not None:
-            out.append(LastWords(n, t.strip(), *got))
-    return out
+        if got is not None and not (own and got[0] == "error line" and level not in _BAD_LEVELS
+                                    and not _OWN_ERROR_LEVEL.match(body)):
+            yield LastWords(n, t.strip(), *got)
 
 
 def quiet_cause(window: Sequence[tuple[int, str]], classify, before: int | None = None,

